@@ -1,0 +1,1 @@
+//! wirelat's control plane: everything that runs per epoch, never per packet.

@@ -1,0 +1,16 @@
+//! wirelat's data plane: everything that runs per packet.
+//!
+//! - [`packet`]: parsing, flow keys, packet identity and request/response classification over
+//!   plain byte slices.
+//! - [`synopsis`]: the five latency synopses (state, per-packet update, shard merge, encoding)
+//!   and their estimators, as pure functions without I/O.
+//! - `dpdk` (feature `dpdk`): the only safe wrapper over the `dpdk-sys` bindings.
+//!
+//! Nothing in this crate logs, allocates or locks per packet.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
+pub mod packet;
+pub mod synopsis;

@@ -1,0 +1,231 @@
+//! The latency synopses and their estimators.
+//!
+//! Every synopsis follows the same shape, fixed by [`Synopsis`] and [`SynopsisConfig`]:
+//!
+//! - a config type (serde, validated, with a stable [fingerprint](SynopsisConfig::fingerprint)
+//!   that both measurement points compare);
+//! - a state type sized at construction: [`Synopsis::update`] never allocates;
+//! - [`Synopsis::merge`] of two shards of one configuration is exact: merging per-core shards
+//!   equals one structure fed every packet;
+//! - [`Synopsis::reset`] for the next epoch;
+//! - a compact, versioned binary encoding ([`codec`]) whose decoder refuses truncated,
+//!   oversized and mismatched input with a typed error;
+//! - estimators: pure functions from the synopses of the points to [`estimate::Measured`]
+//!   values, never NaN.
+//!
+//! Synopsis code never does I/O and never logs.
+
+pub mod codec;
+pub mod estimate;
+pub mod hash;
+
+use crate::packet::{Exchange, FlowKey};
+use codec::{DecodeError, Reader, Writer};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use std::fmt;
+use thiserror::Error;
+
+/// The synopses wirelat knows. The discriminant is the kind byte of the encoding.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum SynopsisKind {
+    /// Unbiased request→response delay distributions at one point.
+    Fridge = 1,
+    /// Lossy Difference Aggregator: segment mean/std-dev with loss.
+    Lda = 2,
+    /// Lossy Difference Sketch: per-flow mean one-way delay.
+    Lds = 3,
+    /// Reconcilable Difference Aggregator: exact mean despite loss and reordering.
+    Rda = 4,
+    /// COLATE: per-flow latency without timestamps in packets.
+    Colate = 5,
+}
+
+impl SynopsisKind {
+    /// All kinds, in kind-byte order.
+    pub const ALL: [SynopsisKind; 5] =
+        [SynopsisKind::Fridge, SynopsisKind::Lda, SynopsisKind::Lds, SynopsisKind::Rda, SynopsisKind::Colate];
+
+    /// The kind for a kind byte.
+    pub fn from_u8(b: u8) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| *k as u8 == b)
+    }
+
+    /// Lower-case name used in configs, logs and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            SynopsisKind::Fridge => "fridge",
+            SynopsisKind::Lda => "lda",
+            SynopsisKind::Lds => "lds",
+            SynopsisKind::Rda => "rda",
+            SynopsisKind::Colate => "colate",
+        }
+    }
+}
+
+impl fmt::Display for SynopsisKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the packet layer hands every synopsis for one packet.
+#[derive(Clone, Copy, Debug)]
+pub struct Observation<'a> {
+    /// When this point saw the packet, in ns on the point's (synchronised) clock.
+    pub ts_ns: u64,
+    /// The packet's directional 5-tuple.
+    pub flow: &'a FlowKey,
+    /// `flow.hash(identity_seed)`, computed once per packet.
+    pub flow_hash: u64,
+    /// Packet identity: a seeded hash of the bytes that do not change between two points, so
+    /// both points compute the same value for the same packet.
+    pub identity: u64,
+    /// Request/response classification, for the fridge.
+    pub exchange: Option<Exchange>,
+}
+
+/// A configuration value that is out of range or inconsistent.
+#[derive(Debug, Error, Clone, PartialEq)]
+#[error("{synopsis}.{field}: {reason}")]
+pub struct ConfigError {
+    /// The synopsis whose config is wrong.
+    pub synopsis: SynopsisKind,
+    /// The offending field (dotted path inside the synopsis config).
+    pub field: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl ConfigError {
+    /// A new error for `field` of `synopsis`.
+    pub fn new(synopsis: SynopsisKind, field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self { synopsis, field: field.into(), reason: reason.into() }
+    }
+}
+
+/// Two shards could not be merged.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum MergeError {
+    /// The shards were built with different configurations.
+    #[error("cannot merge {kind} shards of different configurations ({ours:#018x} vs {theirs:#018x})")]
+    ConfigMismatch {
+        /// The synopsis.
+        kind: SynopsisKind,
+        /// Our fingerprint.
+        ours: u64,
+        /// The other shard's fingerprint.
+        theirs: u64,
+    },
+}
+
+/// A synopsis configuration: validated before use, identical at both points.
+pub trait SynopsisConfig:
+    Clone + fmt::Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+    /// The synopsis this configures.
+    const KIND: SynopsisKind;
+
+    /// Checks ranges and consistency.
+    fn validate(&self) -> Result<(), ConfigError>;
+
+    /// A stable 64-bit fingerprint of everything that must match between the two points (shape,
+    /// seeds, sampling): xxh3 of the kind byte and the config's postcard encoding, whose wire
+    /// format is stable across postcard 1.x. The same on every CPU and build.
+    fn fingerprint(&self) -> u64 {
+        let mut bytes = vec![Self::KIND as u8];
+        // postcard cannot fail on plain structs of numbers, strings, vectors and enums; an
+        // error would leave just the kind byte, which is still deterministic.
+        if let Ok(body) = postcard::to_allocvec(self) {
+            bytes.extend_from_slice(&body);
+        }
+        xxhash_rust::xxh3::xxh3_64(&bytes)
+    }
+}
+
+/// One synopsis: per-packet update, exact shard merge, reset and encoding.
+pub trait Synopsis: Sized + Send {
+    /// Its configuration.
+    type Config: SynopsisConfig;
+    /// State that must outlive an epoch on a worker (the fridge's slot array, never cleared at
+    /// a boundary); `()` for synopses whose whole state is per epoch.
+    type Carry: Send;
+    /// Version of the body encoding written by [`Synopsis::encode`].
+    const FORMAT_VERSION: u8;
+
+    /// Allocates a zeroed synopsis for `cfg` (validates it first). All allocation happens here.
+    fn new(cfg: &Self::Config) -> Result<Self, ConfigError>;
+
+    /// Allocates the worker-lifetime state for `cfg`.
+    fn new_carry(cfg: &Self::Config) -> Self::Carry;
+
+    /// The configuration this synopsis was built with.
+    fn config(&self) -> &Self::Config;
+
+    /// Folds one packet in. No allocation, no lock, no I/O.
+    fn update(&mut self, carry: &mut Self::Carry, obs: &Observation<'_>);
+
+    /// Adds `other` (a shard of the same configuration) into `self`.
+    fn merge(&mut self, other: &Self) -> Result<(), MergeError>;
+
+    /// Back to the state of [`Synopsis::new`], keeping the allocation.
+    fn reset(&mut self);
+
+    /// Writes the body (everything after the common header).
+    fn encode_body(&self, w: &mut Writer<'_>);
+
+    /// Reads a body written by [`Synopsis::encode_body`] for `cfg`. Must check every length
+    /// against `cfg` before allocating and must not panic on any input.
+    fn decode_body(cfg: &Self::Config, r: &mut Reader<'_>) -> Result<Self, DecodeError>;
+
+    /// Appends the full encoding (header and body) to `out`.
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::new(out);
+        codec::write_header(&mut w, Self::Config::KIND, Self::FORMAT_VERSION, self.config().fingerprint());
+        self.encode_body(&mut w);
+    }
+
+    /// The full encoding (header and body).
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Decodes bytes written by [`Synopsis::encode`] by a point configured with `cfg`.
+    fn decode(cfg: &Self::Config, bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes);
+        codec::read_header(&mut r, Self::Config::KIND, Self::FORMAT_VERSION, cfg.fingerprint())?;
+        let s = Self::decode_body(cfg, &mut r)?;
+        r.finish()?;
+        Ok(s)
+    }
+
+    /// Checks that `other` has this synopsis's configuration (for [`Synopsis::merge`]).
+    fn check_same_config(&self, other: &Self) -> Result<(), MergeError> {
+        if self.config() == other.config() {
+            Ok(())
+        } else {
+            Err(MergeError::ConfigMismatch {
+                kind: Self::Config::KIND,
+                ours: self.config().fingerprint(),
+                theirs: other.config().fingerprint(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_bytes_round_trip() {
+        for k in SynopsisKind::ALL {
+            assert_eq!(SynopsisKind::from_u8(k as u8), Some(k));
+        }
+        assert_eq!(SynopsisKind::from_u8(0), None);
+        assert_eq!(SynopsisKind::Lds.to_string(), "lds");
+    }
+}

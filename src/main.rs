@@ -1,0 +1,3 @@
+//! `wirelat`: the command-line entry point.
+
+fn main() {}
