@@ -13,4 +13,5 @@
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod packet;
+pub mod sim;
 pub mod synopsis;
