@@ -42,7 +42,7 @@ impl Coin {
         if p >= 1.0 {
             return Self { threshold: u64::MAX, always: true };
         }
-        if !(p > 0.0) {
+        if p.is_nan() || p <= 0.0 {
             return Self { threshold: 0, always: false };
         }
         // 2^64 · p, rounded down; exact for dyadic p.
