@@ -12,6 +12,7 @@
 
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
+pub mod epoch;
 pub mod packet;
 pub mod sim;
 pub mod synopsis;
