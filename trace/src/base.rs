@@ -103,7 +103,7 @@ pub fn directed(records: Vec<Record>, timing: Timing) -> Result<Vec<Directed>> {
     let mut out = Vec::with_capacity(records.len());
     for (r, direction) in records.into_iter().zip(dirs) {
         let gap = (r.ts_ns - first) as f64 * timing.time_scale;
-        if !(gap < 1e18) {
+        if gap.is_nan() || gap >= 1e18 {
             return Err(TraceError::Time(format!("scaled gap {gap} ns too large")));
         }
         let t_ns = origin

@@ -136,19 +136,29 @@ pub fn udp(l2: MacPair, src: SocketAddr, dst: SocketAddr, ip: &IpFields, payload
     Ok(finish(out))
 }
 
+/// ICMP echo fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Echo {
+    /// Request (true) or reply.
+    pub request: bool,
+    /// Identifier.
+    pub id: u16,
+    /// Sequence number.
+    pub seq: u16,
+}
+
 /// An ICMP (IPv4) or ICMPv6 echo request or reply.
 pub fn icmp_echo(
     l2: MacPair,
     src: IpAddr,
     dst: IpAddr,
     ip: &IpFields,
-    request: bool,
-    id: u16,
-    seq: u16,
+    echo: Echo,
     payload: &[u8],
 ) -> Result<Vec<u8>> {
     let base = PacketBuilder::ethernet2(l2.src, l2.dst).ip(ip_headers(src, dst, ip)?);
     let mut out = Vec::new();
+    let Echo { request, id, seq } = echo;
     let r = match (src, request) {
         (IpAddr::V4(_), true) => base.icmpv4_echo_request(id, seq).write(&mut out, payload),
         (IpAddr::V4(_), false) => base.icmpv4_echo_reply(id, seq).write(&mut out, payload),

@@ -219,9 +219,16 @@ pub fn generate(cfg: &GenConfig) -> Result<TracePair> {
     materialise(engine.sent, cfg)
 }
 
+/// A frame on its way into a capture, with its sort key.
+struct Pending {
+    ts_ns: u64,
+    true_ns: u64,
+    order: usize,
+    frame: Vec<u8>,
+}
+
 fn materialise(sent: Vec<Sent>, cfg: &GenConfig) -> Result<TracePair> {
-    // (written ts, true ts, entry order, frame) per tap.
-    let mut taps: [Vec<(u64, u64, usize, Vec<u8>)>; 4] = Default::default();
+    let mut taps: [Vec<Pending>; 4] = Default::default();
     // Per packet: direction, upstream ts, downstream ts, index in its upstream tap.
     let mut fates: Vec<(Direction, u64, Option<u64>, usize)> = Vec::with_capacity(sent.len());
     for (i, s) in sent.into_iter().enumerate() {
@@ -235,21 +242,26 @@ fn materialise(sent: Vec<Sent>, cfg: &GenConfig) -> Result<TracePair> {
                     decrement_ttl: cfg.in_flight.decrement_ttl,
                     dscp: cfg.in_flight.dscp,
                 };
-                taps[down.index()].push((ts, t, i, frame::rewrite_in_flight(&s.frame, &rw)));
+                taps[down.index()].push(Pending {
+                    ts_ns: ts,
+                    true_ns: t,
+                    order: i,
+                    frame: frame::rewrite_in_flight(&s.frame, &rw),
+                });
                 Some(ts)
             }
             None => None,
         };
         fates.push((s.dir, up_ts, down_ts, taps[up.index()].len()));
-        taps[up.index()].push((up_ts, s.up_true_ns, i, s.frame));
+        taps[up.index()].push(Pending { ts_ns: up_ts, true_ns: s.up_true_ns, order: i, frame: s.frame });
     }
     // Upstream taps are in order already (packets enter the segment in time order and flooring
     // keeps that order; `fates` indexes them); downstream taps need sorting.
     for dir in Direction::BOTH {
-        taps[dir.downstream().index()].sort_by_key(|(ts, tt, i, _)| (*ts, *tt, *i));
+        taps[dir.downstream().index()].sort_by_key(|p| (p.ts_ns, p.true_ns, p.order));
     }
     let captures: [Vec<Captured>; 4] =
-        taps.map(|v| v.into_iter().map(|(ts_ns, _, _, frame)| Captured { ts_ns, frame }).collect());
+        taps.map(|v| v.into_iter().map(|p| Captured { ts_ns: p.ts_ns, frame: p.frame }).collect());
 
     let observed: Vec<Observed<'_>> = fates
         .iter()

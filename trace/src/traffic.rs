@@ -642,7 +642,7 @@ impl TcpConv {
                 self.resp_arrived += 1;
                 self.s_ts_seen = self.ends.s.tsval(sent);
                 let last = self.resp_arrived == self.resp_total;
-                if self.resp_arrived % 2 == 0 || last {
+                if self.resp_arrived.is_multiple_of(2) || last {
                     // Cumulative ACK of what has arrived (segments counted in arrival order).
                     let ack =
                         self.resp_ends.get(self.resp_arrived as usize - 1).copied().unwrap_or(self.s_next);
@@ -873,7 +873,14 @@ impl IcmpConv {
         let (h, peer) =
             if request { (&mut self.ends.c, self.ends.s.addr) } else { (&mut self.ends.s, self.ends.c.addr) };
         let ip = h.ip();
-        frame::icmp_echo(h.macs, h.addr.ip(), peer.ip(), &ip, request, self.id, seq, &payload)
+        frame::icmp_echo(
+            h.macs,
+            h.addr.ip(),
+            peer.ip(),
+            &ip,
+            frame::Echo { request, id: self.id, seq },
+            &payload,
+        )
     }
 
     fn start(&mut self, t: u64, out: &mut Out) -> Result<()> {

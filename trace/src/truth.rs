@@ -523,7 +523,7 @@ mod tests {
     fn pooling_equals_direct_computation() {
         let xs: Vec<i64> = (0..1000).map(|i| (i * i % 977) as i64 - 300).collect();
         let mut all = StatsAcc::default();
-        let mut parts = vec![StatsAcc::default(); 3];
+        let mut parts = [StatsAcc::default(); 3];
         for (i, x) in xs.iter().enumerate() {
             all.push(*x);
             parts[i % 3].push(*x);
