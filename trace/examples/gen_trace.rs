@@ -57,6 +57,9 @@ struct Args {
     /// Force FIFO order in both directions.
     #[arg(long)]
     fifo: bool,
+    /// Per-flow paths in both directions, WEIGHT:EXTRA,... (e.g. 0.7:0,0.3:200us).
+    #[arg(long)]
+    paths: Option<String>,
     /// Explicit reordering in both directions, FRACTION/DELAY (e.g. 0.01/uniform:low=50us,high=500us).
     #[arg(long)]
     reorder: Option<String>,
@@ -95,12 +98,18 @@ fn config(a: &Args) -> anyhow::Result<GenConfig> {
         return Ok(c);
     }
     let reorder = a.reorder.as_deref().map(spec::reorder).transpose()?;
-    let fwd =
-        SegmentConfig { delay: spec::delay(&a.delay)?, loss: spec::loss(&a.loss)?, fifo: a.fifo, reorder };
+    let paths = a.paths.as_deref().map(spec::paths).transpose()?.unwrap_or_default();
+    let fwd = SegmentConfig {
+        delay: spec::delay(&a.delay)?,
+        loss: spec::loss(&a.loss)?,
+        fifo: a.fifo,
+        reorder,
+        paths,
+    };
     let rev = SegmentConfig {
         delay: a.reverse_delay.as_deref().map(spec::delay).transpose()?.unwrap_or(fwd.delay),
         loss: a.reverse_loss.as_deref().map(spec::loss).transpose()?.unwrap_or(fwd.loss),
-        ..fwd
+        ..fwd.clone()
     };
     let traffic = TrafficConfig {
         packet_rate_pps: a.rate,

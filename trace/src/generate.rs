@@ -91,7 +91,7 @@ impl GenConfig {
         GenConfig {
             seed,
             source: Source::Synthetic { traffic },
-            forward: segment,
+            forward: segment.clone(),
             reverse: segment,
             clock_offset_ns: 0,
             resolution: Resolution::Ns,
@@ -172,7 +172,8 @@ struct Engine {
 
 impl Network for Engine {
     fn send(&mut self, dir: Direction, t_ns: u64, frame: Vec<u8>) -> Option<u64> {
-        let tr = self.segments[dir.index()].transit(t_ns, frame.len());
+        let flow_hash = crate::parse::parse(&frame).flow_key().map(|k| k.hash(0));
+        let tr = self.segments[dir.index()].transit(t_ns, frame.len(), flow_hash);
         let down = (!tr.lost).then(|| t_ns.saturating_add(tr.delay_ns));
         self.sent.push(Sent { dir, up_true_ns: t_ns, down_true_ns: down, frame });
         down
@@ -335,6 +336,7 @@ pub fn bundled_base_config() -> GenConfig {
         loss: LossModel::None,
         fifo: false,
         reorder: None,
+        paths: vec![],
     };
     GenConfig::synthetic(20_240_601, traffic, seg)
 }

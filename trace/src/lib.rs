@@ -14,6 +14,7 @@
 //!     loss: LossModel::Uniform { rate: 0.01 },
 //!     fifo: false,
 //!     reorder: None,
+//!     paths: vec![],
 //! };
 //! let cfg = generate::GenConfig::synthetic(7, traffic::TrafficConfig::default(), seg);
 //! let pair = generate::generate(&cfg)?;

@@ -65,8 +65,20 @@ pub struct ReorderSpec {
     pub extra: DelayModel,
 }
 
-/// Everything one direction of the segment does.
+/// A path flows can be pinned to (ECMP-like): a flow hashes to one path, chosen with
+/// probability proportional to `weight`, and each of its packets gets `extra_delay_ns` on top of
+/// the delay model. Flows then differ in mean delay, which per-flow synopses must resolve (the
+/// LDS spec's two-class delays, §11.1); different paths may reorder packets of different flows.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PathClass {
+    /// Relative share of flows.
+    pub weight: f64,
+    /// Extra delay of every packet on this path, ns.
+    pub extra_delay_ns: u64,
+}
+
+/// Everything one direction of the segment does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SegmentConfig {
     /// Per-packet delay.
     pub delay: DelaySpec,
@@ -79,6 +91,9 @@ pub struct SegmentConfig {
     /// Explicit reordering, applied after `fifo`.
     #[serde(default)]
     pub reorder: Option<ReorderSpec>,
+    /// Per-flow paths (empty: one path, no extra delay). Applied before `fifo`.
+    #[serde(default)]
+    pub paths: Vec<PathClass>,
 }
 
 impl SegmentConfig {
@@ -106,6 +121,15 @@ impl SegmentConfig {
                         "bursty loss: rate {rate} < 1, mean_burst {mean_burst} >= 1"
                     )));
                 }
+            }
+        }
+        if !self.paths.is_empty() {
+            let ok = self.paths.iter().all(|p| p.weight.is_finite() && p.weight >= 0.0)
+                && self.paths.iter().map(|p| p.weight).sum::<f64>() > 0.0;
+            if !ok {
+                return Err(TraceError::Config(
+                    "path weights must be non-negative with a positive sum".into(),
+                ));
             }
         }
         if let Some(r) = self.reorder {
@@ -152,6 +176,8 @@ pub struct Segment {
     loss: LossProcess,
     fifo: bool,
     reorder: Option<(f64, DelaySampler)>,
+    paths: Vec<PathClass>,
+    path_seed: u64,
     last_departure_ns: u64,
     rng_delay: SimRng,
     rng_loss: SimRng,
@@ -184,6 +210,8 @@ impl Segment {
             loss: LossProcess::new(cfg.loss),
             fifo: cfg.fifo,
             reorder,
+            paths: cfg.paths.clone(),
+            path_seed: derive(4, seed),
             last_departure_ns: 0,
             rng_delay: sim::rng(derive(1, seed)),
             rng_loss: sim::rng(derive(2, seed)),
@@ -191,10 +219,26 @@ impl Segment {
         })
     }
 
+    /// The path of a flow with hash `flow_hash` (index into the configured paths; 0 without
+    /// paths or without a flow).
+    pub fn path_of(&self, flow_hash: Option<u64>) -> usize {
+        let Some(h) = flow_hash.filter(|_| self.paths.len() > 1) else { return 0 };
+        let total: f64 = self.paths.iter().map(|p| p.weight).sum();
+        let mut u = (derive(h, self.path_seed) >> 11) as f64 / (1u64 << 53) as f64 * total;
+        for (i, p) in self.paths.iter().enumerate() {
+            if u < p.weight {
+                return i;
+            }
+            u -= p.weight;
+        }
+        self.paths.len() - 1
+    }
+
     /// The fate of the next packet, which enters at `entry_ns` (not before the previous one)
-    /// with `frame_len` captured bytes. Lost packets are dropped before the queue: they neither
-    /// wait nor occupy it.
-    pub fn transit(&mut self, entry_ns: u64, frame_len: usize) -> Transit {
+    /// with `frame_len` captured bytes and belongs to the flow with hash `flow_hash` (`None` for
+    /// frames that are not IP). Lost packets are dropped before the queue: they neither wait
+    /// nor occupy it.
+    pub fn transit(&mut self, entry_ns: u64, frame_len: usize, flow_hash: Option<u64>) -> Transit {
         if self.loss.next_lost(&mut self.rng_loss) {
             return Transit { lost: true, delay_ns: 0 };
         }
@@ -208,6 +252,9 @@ impl Segment {
                 *busy_until_ns - entry_ns + *propagation_ns
             }
         };
+        if let Some(p) = self.paths.get(self.path_of(flow_hash)) {
+            delay_ns += p.extra_delay_ns;
+        }
         if self.fifo {
             delay_ns = delay_ns.max(self.last_departure_ns.saturating_sub(entry_ns));
         }
@@ -226,7 +273,7 @@ mod tests {
     use super::*;
 
     fn cfg(delay: DelaySpec) -> SegmentConfig {
-        SegmentConfig { delay, loss: LossModel::None, fifo: false, reorder: None }
+        SegmentConfig { delay, loss: LossModel::None, fifo: false, reorder: None, paths: vec![] }
     }
 
     #[test]
@@ -246,7 +293,7 @@ mod tests {
         let mut s = Segment::new(&c, 1).unwrap();
         let mut last = 0;
         for i in 0..10_000u64 {
-            let t = s.transit(i * 100, 100);
+            let t = s.transit(i * 100, 100, None);
             assert!(i * 100 + t.delay_ns >= last);
             last = i * 100 + t.delay_ns;
         }
@@ -258,7 +305,7 @@ mod tests {
         c.reorder = Some(ReorderSpec { fraction: 0.1, extra: DelayModel::Constant { delay: 5000.0 } });
         let mut s = Segment::new(&c, 2).unwrap();
         let n = 100_000;
-        let held = (0..n).filter(|i| s.transit(i * 100, 100).delay_ns == 6000).count();
+        let held = (0..n).filter(|i| s.transit(i * 100, 100, None).delay_ns == 6000).count();
         // Binomial: sd = sqrt(n p (1-p)) ≈ 94.9; allow 5 sd.
         let sd = (n as f64 * 0.1 * 0.9).sqrt();
         assert!((held as f64 - 10_000.0).abs() < 5.0 * sd, "{held}");
@@ -280,7 +327,7 @@ mod tests {
         for _ in 0..n {
             t += rand_distr::Distribution::sample(&exp, &mut r);
             let entry = t as u64;
-            let d = s.transit(entry, 101).delay_ns;
+            let d = s.transit(entry, 101, None).delay_ns;
             assert!(d >= 1100);
             assert!(entry + d >= last_departure, "a queue never reorders");
             last_departure = entry + d;

@@ -8,9 +8,11 @@
 //!   `queue:rate_bps=1e9,prop=20us`.
 //! - Loss models: `none`, `uniform:0.01` (or `uniform:rate=0.01`), `bursty:rate=0.01,burst=100`.
 //! - Reordering: `FRACTION/DELAY`, e.g. `0.01/uniform:low=50us,high=500us`.
+//! - Per-flow paths: `WEIGHT:EXTRA,...`, e.g. `0.7:0,0.3:200us` (70 % of flows on a path with
+//!   no extra delay, 30 % on one with 200 µs more).
 
 use crate::error::{Result, TraceError};
-use crate::segment::{DelaySpec, QueueModel, ReorderSpec};
+use crate::segment::{DelaySpec, PathClass, QueueModel, ReorderSpec};
 use std::collections::HashMap;
 use wirelat_dataplane::sim::{DelayModel, LossModel};
 
@@ -142,8 +144,13 @@ pub fn delay(s: &str) -> Result<DelaySpec> {
 }
 
 fn checked(s: &str, spec: DelaySpec) -> Result<DelaySpec> {
-    let probe =
-        crate::segment::SegmentConfig { delay: spec, loss: LossModel::None, fifo: false, reorder: None };
+    let probe = crate::segment::SegmentConfig {
+        delay: spec,
+        loss: LossModel::None,
+        fifo: false,
+        reorder: None,
+        paths: vec![],
+    };
     probe.validate().map_err(|e| err("delay model", s, e.to_string()))?;
     Ok(spec)
 }
@@ -176,6 +183,7 @@ pub fn loss(s: &str) -> Result<LossModel> {
         loss: m,
         fifo: false,
         reorder: None,
+        paths: vec![],
     };
     probe.validate().map_err(|e| err(W, s, e.to_string()))?;
     Ok(m)
@@ -193,6 +201,25 @@ pub fn reorder(s: &str) -> Result<ReorderSpec> {
         DelaySpec::Iid(extra) => Ok(ReorderSpec { fraction, extra }),
         DelaySpec::Queue(_) => Err(err(W, s, "the extra delay cannot be a queue")),
     }
+}
+
+/// Parses per-flow paths `WEIGHT:EXTRA,...`.
+pub fn paths(s: &str) -> Result<Vec<PathClass>> {
+    const W: &str = "paths";
+    let mut out = Vec::new();
+    for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+        let (w, d) =
+            part.split_once(':').ok_or_else(|| err(W, s, format!("expected WEIGHT:EXTRA, got {part:?}")))?;
+        let weight: f64 = w.trim().parse().map_err(|_| err(W, s, format!("weight {w:?} is not a number")))?;
+        if !(weight.is_finite() && weight >= 0.0) {
+            return Err(err(W, s, "weights must be non-negative"));
+        }
+        out.push(PathClass { weight, extra_delay_ns: duration_ns(d)? });
+    }
+    if out.iter().map(|p| p.weight).sum::<f64>() <= 0.0 {
+        return Err(err(W, s, "need at least one path with a positive weight"));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -242,5 +269,16 @@ mod tests {
         assert_eq!(r.fraction, 0.05);
         assert!(reorder("0.05").is_err());
         assert!(reorder("1.5/constant:1us").is_err());
+        let p = paths("0.7:0,0.3:200us").unwrap();
+        assert_eq!(
+            p,
+            vec![
+                PathClass { weight: 0.7, extra_delay_ns: 0 },
+                PathClass { weight: 0.3, extra_delay_ns: 200_000 }
+            ]
+        );
+        assert!(paths("0.7").is_err());
+        assert!(paths("0:1us").is_err());
+        assert!(paths("-1:1us,2:0").is_err());
     }
 }

@@ -124,7 +124,7 @@ fn loss_and_delay_match_the_models() {
     let (lo, hi) = (20_000.0, 80_000.0);
     let mut cfg = small(10);
     cfg.forward = segment(DelayModel::Uniform { low: lo, high: hi }, LossModel::Uniform { rate: p });
-    cfg.reverse = cfg.forward;
+    cfg.reverse = cfg.forward.clone();
     let pair = generate::generate(&cfg).unwrap();
     let model = DelayModel::Uniform { low: lo, high: hi };
     for d in &pair.truth.directions {
@@ -170,7 +170,7 @@ fn weibull_mean_within_standard_error() {
 fn fifo_removes_reordering_and_explicit_reordering_adds_it() {
     let mut cfg = small(12);
     cfg.forward = segment(DelayModel::Uniform { low: 0.0, high: 400_000.0 }, LossModel::None);
-    cfg.reverse = cfg.forward;
+    cfg.reverse = cfg.forward.clone();
     let free = generate::generate(&cfg).unwrap();
     assert!(free.truth.directions.iter().all(|d| d.total.reordered > 100), "independent delays reorder");
     cfg.forward.fifo = true;
@@ -188,7 +188,7 @@ fn fifo_removes_reordering_and_explicit_reordering_adds_it() {
     cfg.forward = segment(DelayModel::Constant { delay: 30_000.0 }, LossModel::None);
     cfg.forward.reorder =
         Some(ReorderSpec { fraction: 0.05, extra: DelayModel::Constant { delay: 500_000.0 } });
-    cfg.reverse = cfg.forward;
+    cfg.reverse = cfg.forward.clone();
     let pair = generate::generate(&cfg).unwrap();
     let s = Scratch::new("reorder");
     pair.write_dir(&s.0).unwrap();
@@ -207,7 +207,7 @@ fn queue_driven_delays_are_correlated_and_in_order() {
     // ~10k pps of ~500 B frames ≈ 40 Mb/s offered against 60 Mb/s: ρ ≈ 0.7.
     cfg.forward.delay =
         DelaySpec::Queue(QueueModel::Queue { service_rate_bps: 60e6, propagation_ns: 20_000 });
-    cfg.reverse = cfg.forward;
+    cfg.reverse = cfg.forward.clone();
     let pair = generate::generate(&cfg).unwrap();
     let s = Scratch::new("queue");
     pair.write_dir(&s.0).unwrap();
@@ -254,7 +254,7 @@ fn base_capture_directions_follow_the_client() {
     let mut cfg = small(14);
     cfg.source = Source::Base { path: None, rebase: true, time_scale: 1.0 };
     cfg.forward = segment(DelayModel::Constant { delay: 40_000.0 }, LossModel::None);
-    cfg.reverse = cfg.forward;
+    cfg.reverse = cfg.forward.clone();
     let pair = generate::generate(&cfg).unwrap();
     let base = wirelat_trace::pcap_io::read(BUNDLED_BASE_PCAP, std::path::Path::new("base")).unwrap();
     let up =
@@ -307,4 +307,24 @@ fn bad_inputs_are_errors_not_panics() {
     assert!(generate::generate(&cfg).is_err());
     cfg.source = Source::Base { path: Some(s.0.join("missing.pcap")), rebase: true, time_scale: 1.0 };
     assert!(generate::generate(&cfg).is_err());
+}
+
+#[test]
+fn flows_keep_their_path() {
+    use wirelat_trace::segment::PathClass;
+    let mut cfg = small(16);
+    cfg.forward = segment(DelayModel::Constant { delay: 20_000.0 }, LossModel::None);
+    cfg.forward.paths = vec![
+        PathClass { weight: 1.0, extra_delay_ns: 0 },
+        PathClass { weight: 1.0, extra_delay_ns: 100_000 },
+    ];
+    let pair = generate::generate(&cfg).unwrap();
+    let flows: Vec<_> = pair.truth.flows.iter().filter(|f| f.direction == Direction::Forward).collect();
+    // Every packet of a flow takes the same path: per-flow delay is constant, 20 or 120 µs.
+    assert!(flows.iter().all(|f| f.delay.std_dev_ns == 0.0));
+    assert!(flows.iter().all(|f| f.delay.mean_ns == 20_000.0 || f.delay.mean_ns == 120_000.0));
+    let slow = flows.iter().filter(|f| f.delay.mean_ns == 120_000.0).count() as f64;
+    let n = flows.len() as f64;
+    // Paths are chosen per flow with probability 1/2: binomial, 4.5 sd.
+    assert!((slow / n - 0.5).abs() < 4.5 * (0.25 / n).sqrt(), "{slow} of {n} flows on the slow path");
 }

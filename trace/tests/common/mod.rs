@@ -30,7 +30,7 @@ impl Drop for Scratch {
 }
 
 pub fn segment(delay: DelayModel, loss: LossModel) -> SegmentConfig {
-    SegmentConfig { delay: DelaySpec::Iid(delay), loss, fifo: false, reorder: None }
+    SegmentConfig { delay: DelaySpec::Iid(delay), loss, fifo: false, reorder: None, paths: vec![] }
 }
 
 /// ~15k packets over 1.5 s, Weibull delays (mean 50 µs), 1 % uniform loss.
