@@ -379,6 +379,39 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any bytes, and any valid frame with random damage, parse without panicking, and the
+        /// in-flight rewrite keeps the invariant bytes of whatever parses as IP.
+        #[test]
+        fn arbitrary_frames_never_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+            ethertype in proptest::sample::select(vec![0x0800u16, 0x86dd, 0x8100, 0x0806, 0x1234]),
+            version in 0u8..16,
+        ) {
+            let mut f = bytes.clone();
+            if f.len() > 14 {
+                f[12..14].copy_from_slice(&ethertype.to_be_bytes());
+                f[14] = (version << 4) | (f[14] & 0x0f);
+            }
+            for frame in [&bytes, &f] {
+                let v = parse(frame);
+                let _ = v.flow_key();
+                let _ = exchange(frame);
+                let inv = invariant_bytes(frame);
+                let rw = crate::frame::InFlight {
+                    macs: crate::frame::MacPair { src: [1; 6], dst: [2; 6] },
+                    decrement_ttl: true,
+                    dscp: Some(7),
+                };
+                let g = crate::frame::rewrite_in_flight(frame, &rw);
+                proptest::prop_assert_eq!(g.len(), frame.len());
+                proptest::prop_assert_eq!(invariant_bytes(&g), inv);
+            }
+            let recs = vec![crate::pcap_io::Record { ts_ns: 1, data: f.clone() }, crate::pcap_io::Record { ts_ns: 0, data: bytes }];
+            proptest::prop_assert_eq!(crate::base::directions(&recs).len(), 2);
+        }
+    }
+
     #[test]
     fn truncated_ipv4_is_refused() {
         let mut f = vec![0u8; 14 + 19];
