@@ -190,8 +190,8 @@ pub fn parse_lines(text: &str, label: &str) -> Result<Parsed> {
 
 /// The JSON line of `r` (no trailing newline).
 pub fn to_line(r: &Record) -> String {
-    // Serialising these plain structs cannot fail (no maps with non-string keys, no NaN
-    // rejection in serde_json's Value-free path); fall back to an empty object regardless.
+    // These types have no maps and serde_json writes non-finite floats as null, so this cannot
+    // fail; an empty object is the fallback all the same.
     serde_json::to_string(r).unwrap_or_else(|_| "{}".into())
 }
 
