@@ -1,0 +1,120 @@
+//! The deployment a trace pair simulates, fixed by the project:
+//!
+//! ```text
+//!  client side ⇄ [port0  A  port1] ⇄ network (the segment) ⇄ [port0  B  port1] ⇄ server side
+//! ```
+//!
+//! - **forward** = client→server traffic: seen by A on port 0 rx at time a (the upstream tap),
+//!   then, unless lost, by B on port 0 rx at b = a + d (the downstream tap);
+//! - **reverse** = server→client traffic: seen by B on port 1 rx at b', then by A on port 1 rx at
+//!   a' = b' + d'.
+//!
+//! A trace pair is therefore four pcaps, one per tap: `a_port0.pcap`, `a_port1.pcap`,
+//! `b_port0.pcap`, `b_port1.pcap`. A's clock is the reference (true time); B's timestamps carry a
+//! configurable offset (B's clock minus true time).
+
+use crate::frame::MacPair;
+use serde::{Deserialize, Serialize};
+
+/// An appliance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Point {
+    /// The upstream appliance (client side).
+    A,
+    /// The downstream appliance (server side).
+    B,
+}
+
+impl Point {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Point::A => "a",
+            Point::B => "b",
+        }
+    }
+}
+
+/// A direction of the segment between A and B.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Client → server: A port 0 rx, then B port 0 rx.
+    Forward,
+    /// Server → client: B port 1 rx, then A port 1 rx.
+    Reverse,
+}
+
+impl Direction {
+    /// Both directions.
+    pub const BOTH: [Direction; 2] = [Direction::Forward, Direction::Reverse];
+
+    /// Index 0 (forward) or 1 (reverse).
+    pub fn index(self) -> usize {
+        match self {
+            Direction::Forward => 0,
+            Direction::Reverse => 1,
+        }
+    }
+
+    /// Where a packet of this direction is seen first.
+    pub fn upstream(self) -> Tap {
+        match self {
+            Direction::Forward => Tap { point: Point::A, port: 0 },
+            Direction::Reverse => Tap { point: Point::B, port: 1 },
+        }
+    }
+
+    /// Where it is seen after crossing the segment.
+    pub fn downstream(self) -> Tap {
+        match self {
+            Direction::Forward => Tap { point: Point::B, port: 0 },
+            Direction::Reverse => Tap { point: Point::A, port: 1 },
+        }
+    }
+
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Forward => "forward",
+            Direction::Reverse => "reverse",
+        }
+    }
+}
+
+/// A capture point: one rx port of one appliance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Tap {
+    /// The appliance.
+    pub point: Point,
+    /// Its port, 0 (client side) or 1 (server side).
+    pub port: u8,
+}
+
+impl Tap {
+    /// The four taps in file order.
+    pub const ALL: [Tap; 4] = [
+        Tap { point: Point::A, port: 0 },
+        Tap { point: Point::A, port: 1 },
+        Tap { point: Point::B, port: 0 },
+        Tap { point: Point::B, port: 1 },
+    ];
+
+    /// `a_port0` etc.; the pcap is `<name>.pcap`.
+    pub fn name(self) -> String {
+        format!("{}_port{}", self.point.name(), self.port)
+    }
+
+    /// Index into [`Tap::ALL`].
+    pub fn index(self) -> usize {
+        (self.point as usize) * 2 + usize::from(self.port.min(1))
+    }
+
+    /// The MAC addresses frames carry when this tap sees them: each tap sits on its own link,
+    /// so the copies at the two points of a packet never share their L2 header.
+    pub fn macs(self) -> MacPair {
+        let id = self.index() as u8;
+        MacPair { src: [0x02, 0x00, 0x5e, 0x10, id, 0x01], dst: [0x02, 0x00, 0x5e, 0x10, id, 0x02] }
+    }
+}
