@@ -49,6 +49,9 @@ pub struct FlowEstimate {
     pub cells: CellUse,
 }
 
+/// Flows whose cells [`Estimator::all`] loads ahead of estimating them.
+const WARM_BATCH: usize = 16;
+
 /// One usable cell of a flow.
 #[derive(Clone, Copy, Debug)]
 struct Candidate {
@@ -56,6 +59,8 @@ struct Candidate {
     count: u32,
     delta_ns: i64,
     rate: f64,
+    /// The selection key (computed once).
+    key: f64,
 }
 
 /// The estimator over the sketches of one segment's two points for one epoch.
@@ -97,9 +102,40 @@ impl<'a> Estimator<'a> {
     }
 
     /// Estimates for every flow of `flows` (usually the receiver's flow log), in its order.
+    ///
+    /// Memory-latency bound (each flow reads R random windows in each sketch), so flows go in
+    /// batches: first one load from every window of the batch, all independent so the misses
+    /// overlap, then the estimates from warm cache lines.
     pub fn all(&self, flows: &FlowSet) -> Vec<FlowEstimate> {
         let mut scratch = Vec::with_capacity(self.max_candidates());
-        flows.entries().iter().map(|e| self.flow_with(&e.key, e.flow_hash, &mut scratch)).collect()
+        let mut out = Vec::with_capacity(flows.len());
+        for batch in flows.entries().chunks(WARM_BATCH) {
+            self.warm(batch.iter().map(|e| e.flow_hash));
+            out.extend(batch.iter().map(|e| self.flow_with(&e.key, e.flow_hash, &mut scratch)));
+        }
+        out
+    }
+
+    /// Loads the first and last cell of every window of these flows at both points.
+    fn warm(&self, hashes: impl Iterator<Item = u64>) {
+        let addr = self.sender.addressing();
+        let (s_cells, r_cells) = (self.sender.cells(), self.receiver.cells());
+        let mut touched = 0u32;
+        for h in hashes {
+            for row in &addr.rows {
+                let base = addr.base(row, h);
+                // A window of k 16-byte cells spans up to ⌈k/4⌉ + 1 cache lines: its first and
+                // last cells cover the common k ≤ 4 (and most of k = 5).
+                let last = addr.column(base, addr.k - 1);
+                let cols = [base, last];
+                for col in &cols[..if last == base { 1 } else { 2 }] {
+                    let idx = row.start + *col as usize;
+                    touched ^=
+                        s_cells.get(idx).map_or(0, |c| c.count) ^ r_cells.get(idx).map_or(0, |c| c.count);
+                }
+            }
+        }
+        std::hint::black_box(touched);
     }
 
     fn max_candidates(&self) -> usize {
@@ -133,6 +169,7 @@ impl<'a> Estimator<'a> {
                         count: a.count,
                         delta_ns: b.ts_sum_ns.wrapping_sub(a.ts_sum_ns) as i64,
                         rate: row.rate,
+                        key: self.key(a.count, row.rate),
                     });
                 }
             }
@@ -156,42 +193,47 @@ impl<'a> Estimator<'a> {
         }
     }
 
+    /// The selection key of a usable cell with `count` packets in a row sampling at `rate`.
+    #[inline]
+    fn key(&self, count: u32, rate: f64) -> f64 {
+        let n = f64::from(count);
+        match self.opts.selection {
+            SelectionRule::PaperScaled | SelectionRule::HighestRateFirst => n / rate,
+            SelectionRule::Ucb { c } => (n + c * (n * (1.0 - rate)).sqrt()) / rate,
+        }
+    }
+
     /// Fig. 6 lines 14–20 with the configured key and α test.
     fn select_and_average(&self, cand: &[Candidate], cells: &mut CellUse) -> Measured<Estimate> {
-        let rule = self.opts.selection;
-        let top_rate = match rule {
+        let top_rate = match self.opts.selection {
             SelectionRule::HighestRateFirst => cand.iter().map(|c| c.rate).fold(0.0, f64::max),
             _ => 0.0,
         };
-        let key = |c: &Candidate| -> f64 {
-            let n = f64::from(c.count);
-            match rule {
-                SelectionRule::PaperScaled | SelectionRule::HighestRateFirst => n / c.rate,
-                SelectionRule::Ucb { c: width } => (n + width * (n * (1.0 - c.rate)).sqrt()) / c.rate,
-            }
-        };
         let competes = |c: &Candidate| c.rate >= top_rate;
-        let key_min = cand.iter().filter(|c| competes(c)).map(key).fold(f64::INFINITY, f64::min);
+        let key_min = cand.iter().filter(|c| competes(c)).map(|c| c.key).fold(f64::INFINITY, f64::min);
         let limit = (1.0 + self.opts.alpha) * key_min;
         let mut delta_sum: i128 = 0;
         let mut count_sum: u64 = 0;
-        let mut per_row = [0u64; super::config::MAX_ROWS as usize];
+        // Candidates come in row order: track the selected packets of the current row and the
+        // best row so far (the estimate's sample size).
+        let (mut row, mut row_count, mut samples) = (u16::MAX, 0u64, 0u64);
         for c in cand.iter().filter(|c| competes(c)) {
-            let k = key(c);
+            let k = c.key;
             let keep = if self.opts.strict_alpha { k < limit || k == key_min } else { k <= limit };
             if keep {
                 delta_sum += i128::from(c.delta_ns);
                 count_sum += u64::from(c.count);
-                if let Some(s) = per_row.get_mut(usize::from(c.row)) {
-                    *s += u64::from(c.count);
+                if c.row != row {
+                    (row, row_count) = (c.row, 0);
                 }
+                row_count += u64::from(c.count);
+                samples = samples.max(row_count);
                 cells.selected += 1;
             }
         }
         if count_sum == 0 {
             return Err(NoEstimate::NoUsableCells);
         }
-        let samples = per_row.iter().copied().max().unwrap_or(0);
         Estimate::new(delta_sum as f64 / count_sum as f64, samples)
     }
 

@@ -16,8 +16,6 @@ use crate::synopsis::hash;
 /// Bits of the linear-counting bitmap of flows that did not fit.
 pub const UNRECORDED_BITMAP_BITS: usize = 4096;
 const BITMAP_WORDS: usize = UNRECORDED_BITMAP_BITS / 64;
-/// Seed of the slot hash (fixed: it only spreads tags over the table, both points need not agree).
-const SLOT_SEED: u64 = 0x6c64_735f_666c_6f77;
 /// Seed of the bitmap hash.
 const BITMAP_SEED: u64 = 0x6c64_735f_6d69_7373;
 /// Smallest encoded entry: IPv4 key (1 + 4 + 4 + 2 + 2 + 1 bytes) + flow hash (8 bytes).
@@ -100,9 +98,11 @@ impl FlowSet {
         m * (m / empty).ln()
     }
 
+    /// The home slot: the flow hash is already a uniform 64-bit value (seeded xxh3), so its
+    /// high bits index the table directly (the sketch's rows use independently mixed streams).
     #[inline(always)]
     fn slot_of(&self, tag: u64) -> usize {
-        hash::reduce(hash::derive(tag, SLOT_SEED), self.tags.len() as u64) as usize
+        hash::reduce(tag, self.tags.len() as u64) as usize
     }
 
     fn mark_unrecorded(&mut self, tag: u64) {
