@@ -632,3 +632,40 @@ fn flow_enumeration_reports_every_recorded_flow_and_sorts_by_packets() {
     assert_eq!(summary.aggregate_mean_delay_ns.unwrap().value, truth);
     assert_eq!(summary.cells.usable, summary.cells.nonempty);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// Arbitrary bodies behind a valid header (a tiny sketch, so the flow log is reached)
+    /// decode or fail with an error, never a panic; what decodes estimates without NaN.
+    #[test]
+    fn arbitrary_bodies_never_panic(
+        cells in proptest::collection::vec(proptest::num::u8::ANY, 0..=64),
+        count in 0u32..6,
+        tail in proptest::collection::vec(proptest::num::u8::ANY, 0..1_000),
+        flows in proptest::collection::vec((proptest::num::u8::ANY, proptest::collection::vec(proptest::num::u8::ANY, 13..45)), 0..5),
+    ) {
+        // 64 bytes of cells, a plausible flow count, then either random bytes or entries with
+        // random versions and lengths.
+        let cfg = LdsConfig { vlda_len: 2, flow_capacity: 4, ..LdsConfig::new(1, 4) };
+        let mut bytes = Lds::new(&cfg).unwrap().encode()[..crate::synopsis::codec::HEADER_LEN].to_vec();
+        bytes.extend_from_slice(&cells);
+        if cells.len() == 64 {
+            bytes.extend_from_slice(&count.to_le_bytes());
+            bytes.extend_from_slice(&[0u8; 8 + 512]);
+            for (version, rest) in &flows {
+                bytes.push(if version % 3 == 0 { *version } else { 4 + 2 * (version % 2) });
+                bytes.extend_from_slice(rest);
+            }
+        }
+        bytes.extend_from_slice(&tail);
+        if let Ok(d) = Lds::decode(&cfg, &bytes) {
+            let other = Lds::new(&cfg).unwrap();
+            for e in estimate_all(&d, &other, d.flows()).unwrap() {
+                if let Ok(m) = e.mean_delay_ns {
+                    proptest::prop_assert!(m.value.is_finite());
+                }
+            }
+        }
+    }
+}
