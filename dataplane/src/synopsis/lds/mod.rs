@@ -16,7 +16,13 @@
 //!    `encode`s and ships the result (cells, then the flow log), then `reset`s;
 //! 3. the peer decodes the two points' sketches of the same segment and epoch and calls
 //!    [`estimate_all`] with the receiver's flow log (or [`report`] for a summary plus the
-//!    top N flows by packets; [`estimate_flow`] for one key).
+//!    top N flows by packets; [`estimate_flow`] for one key and its flow hash). Sketches of
+//!    different configurations give `Err(NoEstimate::ConfigMismatch)`, never numbers.
+//!
+//! Both points record flows, because they share one fingerprinted configuration (the log's
+//! capacity included). The receiver's log is the one to estimate; the sender's also lists flows
+//! that lost every packet. The log makes the shipped epoch larger than the cells (22 bytes per
+//! IPv4 flow, 46 per IPv6 flow); `flow_capacity = 0` at both points turns it off.
 //!
 //! Also here: the spec's sizing helper ([`sizing`]), the Simple Delay Sketch used as a test
 //! oracle ([`sds`]), the synthetic trace of spec §11 ([`trace`]) and the evaluation helpers

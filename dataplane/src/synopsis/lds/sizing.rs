@@ -2,7 +2,7 @@
 //! width from a target probability of large collisions, or the best layout for a memory
 //! budget, plus the loss→sampling rules.
 //!
-//! Model: n flows per epoch, a fraction P of them "large" (more than x packets, P = Pr[T₁ > x]
+//! Model: n flows per epoch, a fraction P of them "large" (more than x packets, P = Pr(T₁ > x)
 //! under a fitted heavy tail), C total cells in R rows, vLDAs of k cells. A large flow survives
 //! when at least one of its m = R·k locations has at most x/k colliding packets:
 //! Q(m) ≈ 1 − (z·m)^m with z = nP/C. The approximation is optimistic for R > 1 (spec §7.4);
@@ -14,12 +14,12 @@ use crate::synopsis::{ConfigError, SynopsisKind};
 use serde::Serialize;
 use std::f64::consts::E;
 
-/// Pr[T > x] of a Pareto law with scale `x_m` and shape `a` (1 below the scale).
+/// Pr(T > x) of a Pareto law with scale `x_m` and shape `a` (1 below the scale).
 pub fn pareto_tail(x: f64, x_m: f64, a: f64) -> f64 {
     if x <= x_m { 1.0 } else { (x / x_m).powf(-a) }
 }
 
-/// Pr[T > x] of a Lomax (Pareto II) law with scale `sigma` and shape `a`: (1 + x/σ)^-a.
+/// Pr(T > x) of a Lomax (Pareto II) law with scale `sigma` and shape `a`: (1 + x/σ)^-a.
 pub fn lomax_tail(x: f64, sigma: f64, a: f64) -> f64 {
     (1.0 + x.max(0.0) / sigma).powf(-a)
 }
@@ -109,7 +109,7 @@ pub fn sketch_bytes(cells: u64) -> u64 {
 pub struct FlowPopulation {
     /// Expected flows per epoch, n (spec P23: per epoch, not per day).
     pub flows: f64,
-    /// P = Pr[T₁ > x]: the fraction of flows above the "large" threshold x.
+    /// P = Pr(T₁ > x): the fraction of flows above the "large" threshold x.
     pub large_tail: f64,
 }
 

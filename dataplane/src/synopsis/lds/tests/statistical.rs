@@ -58,7 +58,7 @@ fn collisions(s: &Lds) -> Vec<Vec<u64>> {
         .collect()
 }
 
-/// n, and P = Pr[T₁ > x] measured on the trace.
+/// n, and P = Pr(T₁ > x) measured on the trace.
 fn population() -> (f64, f64) {
     let t = trace();
     let large = t.flows.iter().filter(|f| f.packets > X).count();
@@ -70,8 +70,9 @@ fn small_collision_probability_matches_the_analysis() {
     let t = trace();
     let (n, p) = population();
     // One row (§7.1): with W = 43,750 cells per row, Q ≈ 1 − (n/W)·P. The subexponential step
-    // ignores sums of small flows, so the formula is optimistic (§7.4: by 0.0075 at R = 1 and
-    // n/C = 2); the binomial standard error over the (flow, row) pairs is √(Q(1−Q)/pairs).
+    // ignores sums of small flows, so the formula is optimistic (§7.4 measured 0.0075 at R = 1
+    // and n/C = 2; here n/W = 0.83): allow it to be up to 0.02 high, plus 3 binomial standard
+    // errors over the (flow, row) pairs, √(Q(1−Q)/pairs), either way.
     let (_, wide, _) = lossless(4, width(175_000), 0.1);
     let v = collisions(&wide);
     let large: Vec<usize> = (0..t.flows.len()).filter(|&i| t.flows[i].packets > X).collect();
