@@ -335,3 +335,70 @@ mod tests {
         assert!(!LossProcess::new(LossModel::None).next_lost(&mut rng(1)));
     }
 }
+
+/// A stationary Gaussian AR(1) process sampled on a regular grid and linearly interpolated in
+/// between: the time-varying queueing delay of one path (LDS spec §11.1: step 1 ms,
+/// φ = e^(−1/50), stationary std-dev 40 µs). Values may be negative (it is a deviation around a
+/// base delay); the caller clamps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ar1Path {
+    step: f64,
+    values: Vec<f64>,
+}
+
+impl Ar1Path {
+    /// A path over [0, `duration`] with grid `step`, lag-one correlation `phi` (in [0, 1)) and
+    /// stationary standard deviation `sd`; `None` if a parameter is out of range.
+    pub fn new<R: Rng + ?Sized>(rng: &mut R, duration: f64, step: f64, phi: f64, sd: f64) -> Option<Self> {
+        if !(step > 0.0 && duration >= 0.0 && (0.0..1.0).contains(&phi) && sd >= 0.0) {
+            return None;
+        }
+        let points = (duration / step).ceil() as usize + 2;
+        let normal = rand_distr::Normal::new(0.0, 1.0).ok()?;
+        let innovation = sd * (1.0 - phi * phi).sqrt();
+        let mut values = Vec::with_capacity(points);
+        let mut x = sd * normal.sample(rng);
+        for _ in 0..points {
+            values.push(x);
+            x = phi * x + innovation * normal.sample(rng);
+        }
+        Some(Self { step, values })
+    }
+
+    /// The process at time `t` (linear interpolation; held constant outside the grid).
+    pub fn at(&self, t: f64) -> f64 {
+        let pos = (t / self.step).max(0.0);
+        let i = pos.floor() as usize;
+        match (self.values.get(i), self.values.get(i + 1)) {
+            (Some(a), Some(b)) => a + (b - a) * (pos - i as f64),
+            (Some(a), None) => *a,
+            _ => self.values.last().copied().unwrap_or(0.0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod ar1_tests {
+    use super::*;
+
+    #[test]
+    fn ar1_has_the_stationary_moments() {
+        // 200k grid points with φ = e^(−1/50): the effective sample size for the mean is about
+        // n(1 − φ)/(1 + φ) ≈ 2,000, so the mean's sd is 40/√2000 ≈ 0.9; allow 5 of them. The
+        // variance estimate's relative sd is about √(2(1 + φ²)/(n(1 − φ²))) ≈ 2.2%, so 1.1% on
+        // the std-dev; allow 5 of them.
+        let p = Ar1Path::new(&mut rng(11), 200_000.0, 1.0, (-1.0f64 / 50.0).exp(), 40.0).unwrap();
+        let n = 200_000;
+        let xs: Vec<f64> = (0..n).map(|i| p.at(i as f64)).collect();
+        let mean = xs.iter().sum::<f64>() / n as f64;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
+        assert!(mean.abs() < 4.5, "{mean}");
+        assert!((var.sqrt() / 40.0 - 1.0).abs() < 0.056, "{}", var.sqrt());
+        // Interpolation lies between the grid values.
+        let mid = p.at(10.5);
+        let (a, b) = (p.at(10.0), p.at(11.0));
+        assert!((mid - (a + b) / 2.0).abs() < 1e-9);
+        assert!(Ar1Path::new(&mut rng(1), 10.0, 0.0, 0.5, 1.0).is_none());
+        assert!(Ar1Path::new(&mut rng(1), 10.0, 1.0, 1.0, 1.0).is_none());
+    }
+}

@@ -1,0 +1,417 @@
+//! The receiver-side estimator (paper Fig. 6, spec §6): per-flow mean one-way delay from the
+//! sender's and the receiver's sketches, plus the flow-size and loss bounds the cells give
+//! (spec §6.6) and an epoch summary.
+//!
+//! A cell is usable when both points saw the same weighted count (> 0, not overflowed) and the
+//! same digest. Among a flow's usable cells the selection rule ranks them by a key (the
+//! paper's n/p, a noise-aware upper bound, or highest-rate rows first), keeps every cell within
+//! (1 + α) of the minimum key and returns Σ Δs / Σ n over them (raw, unscaled sums, spec P9).
+//! Pure functions over decoded sketches: no I/O, never NaN.
+
+use super::config::{EstimatorConfig, SelectionRule};
+use super::flows::FlowSet;
+use super::sketch::Lds;
+use crate::packet::FlowKey;
+use crate::synopsis::estimate::{Estimate, Measured, NoEstimate};
+use crate::synopsis::{ConfigError, Synopsis, SynopsisConfig, SynopsisKind};
+use serde::Serialize;
+
+/// How a flow's R·k cells fared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CellUse {
+    /// Cells in the flow's vLDAs (R·k).
+    pub total: u32,
+    /// Cells with equal non-zero counts and digests at both points.
+    pub usable: u32,
+    /// Usable cells the selection rule kept.
+    pub selected: u32,
+}
+
+/// The estimate for one flow.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FlowEstimate {
+    /// The flow.
+    pub flow: FlowKey,
+    /// Mean one-way delay in ns (receiver clock minus sender clock; may be negative if the
+    /// clocks are offset, spec P19). `samples` is the weighted packet count in the selected
+    /// cells of the best-covered row (the flow's own packets plus colliders'); no interval:
+    /// the paper gives none.
+    pub mean_delay_ns: Measured<Estimate>,
+    /// Count-Min estimate of the flow's packets at the sender (spec §6.6): per row Σ n over the
+    /// window, scaled by 1/p and divided by the flow's weight; minimum over the rows of the
+    /// highest sampling rate. Never below the truth when those rows sample everything.
+    pub packets: u64,
+    /// Upper bound on the flow's lost packets: per row Σ (n_sender − n_receiver) over the
+    /// window (scaled and weight-divided like `packets`), minimum over the same rows.
+    /// Colliders' losses are included, hence a bound.
+    pub lost_packets_bound: u64,
+    /// Cell diagnostics.
+    pub cells: CellUse,
+}
+
+/// Flows whose cells [`Estimator::all`] loads ahead of estimating them.
+const WARM_BATCH: usize = 16;
+
+/// One usable cell of a flow.
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    row: u16,
+    count: u32,
+    delta_ns: i64,
+    rate: f64,
+    /// The selection key (computed once).
+    key: f64,
+}
+
+/// The estimator over the sketches of one segment's two points for one epoch.
+#[derive(Clone, Copy, Debug)]
+pub struct Estimator<'a> {
+    sender: &'a Lds,
+    receiver: &'a Lds,
+    opts: EstimatorConfig,
+}
+
+impl<'a> Estimator<'a> {
+    /// Pairs the sender's and the receiver's sketch; they must share one configuration.
+    pub fn new(sender: &'a Lds, receiver: &'a Lds) -> Measured<Self> {
+        if sender.config() != receiver.config() {
+            return Err(NoEstimate::ConfigMismatch);
+        }
+        Ok(Self { sender, receiver, opts: sender.config().estimator })
+    }
+
+    /// The same pair with other selection settings (for A/B comparisons on one epoch).
+    pub fn with_options(mut self, opts: EstimatorConfig) -> Result<Self, ConfigError> {
+        let mut cfg = self.sender.config().clone();
+        cfg.estimator = opts;
+        cfg.validate()?;
+        self.opts = opts;
+        Ok(self)
+    }
+
+    /// The selection settings in use.
+    pub fn options(&self) -> &EstimatorConfig {
+        &self.opts
+    }
+
+    /// The estimate for one flow, given the flow hash the packet layer computes for it
+    /// (`key.hash(identity_seed)`).
+    pub fn flow(&self, key: &FlowKey, flow_hash: u64) -> FlowEstimate {
+        let mut scratch = Vec::with_capacity(self.max_candidates());
+        self.flow_with(key, flow_hash, &mut scratch)
+    }
+
+    /// Estimates for every flow of `flows` (usually the receiver's flow log), in its order.
+    ///
+    /// Memory-latency bound (each flow reads R random windows in each sketch), so flows go in
+    /// batches: first one load from every window of the batch, all independent so the misses
+    /// overlap, then the estimates from warm cache lines.
+    pub fn all(&self, flows: &FlowSet) -> Vec<FlowEstimate> {
+        let mut scratch = Vec::with_capacity(self.max_candidates());
+        let mut out = Vec::with_capacity(flows.len());
+        for batch in flows.entries().chunks(WARM_BATCH) {
+            self.warm(batch.iter().map(|e| e.flow_hash));
+            out.extend(batch.iter().map(|e| self.flow_with(&e.key, e.flow_hash, &mut scratch)));
+        }
+        out
+    }
+
+    /// Loads the first and last cell of every window of these flows at both points.
+    fn warm(&self, hashes: impl Iterator<Item = u64>) {
+        let addr = self.sender.addressing();
+        let (s_cells, r_cells) = (self.sender.cells(), self.receiver.cells());
+        let mut touched = 0u32;
+        for h in hashes {
+            for row in &addr.rows {
+                let base = addr.base(row, h);
+                // A window of k 16-byte cells spans up to ⌈k/4⌉ + 1 cache lines: its first and
+                // last cells cover the common k ≤ 4 (and most of k = 5).
+                let last = addr.column(base, addr.k - 1);
+                let cols = [base, last];
+                for col in &cols[..if last == base { 1 } else { 2 }] {
+                    let idx = row.start + *col as usize;
+                    touched ^=
+                        s_cells.get(idx).map_or(0, |c| c.count) ^ r_cells.get(idx).map_or(0, |c| c.count);
+                }
+            }
+        }
+        std::hint::black_box(touched);
+    }
+
+    fn max_candidates(&self) -> usize {
+        let c = self.sender.config();
+        (c.rows * c.vlda_len) as usize
+    }
+
+    fn flow_with(&self, key: &FlowKey, flow_hash: u64, cand: &mut Vec<Candidate>) -> FlowEstimate {
+        let addr = self.sender.addressing();
+        let (s_cells, r_cells) = (self.sender.cells(), self.receiver.cells());
+        let weight = f64::from(self.sender.weight_of(key));
+        let top_rate = addr.rows.iter().map(|r| r.rate).fold(0.0, f64::max);
+        cand.clear();
+        let mut cells = CellUse { total: (addr.rows.len() as u64 * addr.k) as u32, ..CellUse::default() };
+        let mut any_packet = false;
+        let mut packets = f64::INFINITY;
+        let mut lost = f64::INFINITY;
+        for (r, row) in addr.rows.iter().enumerate() {
+            let base = addr.base(row, flow_hash);
+            let mut row_count = 0u64;
+            let mut row_lost = 0i64;
+            for o in 0..addr.k {
+                let idx = row.start + addr.column(base, o) as usize;
+                let (Some(a), Some(b)) = (s_cells.get(idx), r_cells.get(idx)) else { continue };
+                any_packet |= a.count != 0 || b.count != 0;
+                row_count += u64::from(a.count);
+                row_lost += i64::from(a.count) - i64::from(b.count);
+                if a.count == b.count && a.digest == b.digest && a.count != 0 && !a.overflowed() {
+                    cand.push(Candidate {
+                        row: r as u16,
+                        count: a.count,
+                        delta_ns: b.ts_sum_ns.wrapping_sub(a.ts_sum_ns) as i64,
+                        rate: row.rate,
+                        key: self.key(a.count, row.rate),
+                    });
+                }
+            }
+            if row.rate >= top_rate {
+                packets = packets.min(row_count as f64 / row.rate / weight);
+                lost = lost.min(row_lost.max(0) as f64 / row.rate / weight);
+            }
+        }
+        cells.usable = cand.len() as u32;
+        let mean_delay_ns = if cand.is_empty() {
+            Err(if any_packet { NoEstimate::NoUsableCells } else { NoEstimate::NoPackets })
+        } else {
+            self.select_and_average(cand, &mut cells)
+        };
+        FlowEstimate {
+            flow: *key,
+            mean_delay_ns,
+            packets: finite_round(packets),
+            lost_packets_bound: finite_round(lost),
+            cells,
+        }
+    }
+
+    /// The selection key of a usable cell with `count` packets in a row sampling at `rate`.
+    #[inline]
+    fn key(&self, count: u32, rate: f64) -> f64 {
+        let n = f64::from(count);
+        match self.opts.selection {
+            SelectionRule::PaperScaled | SelectionRule::HighestRateFirst => n / rate,
+            SelectionRule::Ucb { c } => (n + c * (n * (1.0 - rate)).sqrt()) / rate,
+        }
+    }
+
+    /// Fig. 6 lines 14–20 with the configured key and α test.
+    fn select_and_average(&self, cand: &[Candidate], cells: &mut CellUse) -> Measured<Estimate> {
+        let top_rate = match self.opts.selection {
+            SelectionRule::HighestRateFirst => cand.iter().map(|c| c.rate).fold(0.0, f64::max),
+            _ => 0.0,
+        };
+        let competes = |c: &Candidate| c.rate >= top_rate;
+        let key_min = cand.iter().filter(|c| competes(c)).map(|c| c.key).fold(f64::INFINITY, f64::min);
+        let limit = (1.0 + self.opts.alpha) * key_min;
+        let mut delta_sum: i128 = 0;
+        let mut count_sum: u64 = 0;
+        // Candidates come in row order: track the selected packets of the current row and the
+        // best row so far (the estimate's sample size).
+        let (mut row, mut row_count, mut samples) = (u16::MAX, 0u64, 0u64);
+        for c in cand.iter().filter(|c| competes(c)) {
+            let k = c.key;
+            let keep = if self.opts.strict_alpha { k < limit || k == key_min } else { k <= limit };
+            if keep {
+                delta_sum += i128::from(c.delta_ns);
+                count_sum += u64::from(c.count);
+                if c.row != row {
+                    (row, row_count) = (c.row, 0);
+                }
+                row_count += u64::from(c.count);
+                samples = samples.max(row_count);
+                cells.selected += 1;
+            }
+        }
+        if count_sum == 0 {
+            return Err(NoEstimate::NoUsableCells);
+        }
+        Estimate::new(delta_sum as f64 / count_sum as f64, samples)
+    }
+
+    /// Epoch-level diagnostics over the whole sketch and the listed flows.
+    pub fn summary(&self, flows: &FlowSet, estimates: &[FlowEstimate]) -> LdsSummary {
+        let addr = self.sender.addressing();
+        let (s_cells, r_cells) = (self.sender.cells(), self.receiver.cells());
+        let mut cells = CellCensus { total: s_cells.len() as u64, ..CellCensus::default() };
+        for (a, b) in s_cells.iter().zip(r_cells) {
+            if a.count == 0 && b.count == 0 {
+                continue;
+            }
+            cells.nonempty += 1;
+            if a.overflowed() || b.overflowed() {
+                cells.overflowed += 1;
+            } else if a.count != b.count {
+                cells.count_mismatch += 1;
+            } else if a.digest != b.digest {
+                cells.digest_mismatch += 1;
+            } else {
+                cells.usable += 1;
+            }
+        }
+        // Segment totals and the LDA-style aggregate from the first row of the highest rate.
+        let top = addr
+            .rows
+            .iter()
+            .enumerate()
+            .fold(None::<(usize, f64)>, |best, (i, r)| match best {
+                Some((_, p)) if p >= r.rate => best,
+                _ => Some((i, r.rate)),
+            })
+            .map(|(i, _)| i)
+            .unwrap_or(0);
+        let (mut sent, mut received, mut delta, mut n) = (0u64, 0u64, 0i128, 0u64);
+        if let Some(row) = addr.rows.get(top) {
+            let w = addr.width as usize;
+            let range = row.start..row.start + w;
+            for (a, b) in
+                s_cells.get(range.clone()).unwrap_or(&[]).iter().zip(r_cells.get(range).unwrap_or(&[]))
+            {
+                sent += u64::from(a.count);
+                received += u64::from(b.count);
+                if a.count == b.count && a.digest == b.digest && a.count != 0 && !a.overflowed() {
+                    delta += i128::from(b.ts_sum_ns.wrapping_sub(a.ts_sum_ns) as i64);
+                    n += u64::from(a.count);
+                }
+            }
+        }
+        let rate = addr.rows.get(top).map(|r| r.rate).unwrap_or(1.0);
+        let aggregate =
+            if n == 0 { Err(NoEstimate::NoUsableCells) } else { Estimate::new(delta as f64 / n as f64, n) };
+        let mut flows_no_usable_cells = 0;
+        let mut flows_no_packets = 0;
+        for e in estimates {
+            match e.mean_delay_ns {
+                Err(NoEstimate::NoPackets) => flows_no_packets += 1,
+                Err(_) => flows_no_usable_cells += 1,
+                Ok(_) => {}
+            }
+        }
+        LdsSummary {
+            flows_listed: estimates.len() as u64,
+            flows_estimated: estimates.len() as u64 - flows_no_usable_cells - flows_no_packets,
+            flows_no_usable_cells,
+            flows_no_packets,
+            flows_unrecorded_estimate: flows.unrecorded_flows_estimate(),
+            packets_unrecorded: flows.unrecorded_packets(),
+            weighted_packets_sent: finite_round(sent as f64 / rate),
+            weighted_packets_received: finite_round(received as f64 / rate),
+            aggregate_mean_delay_ns: aggregate,
+            cells,
+        }
+    }
+}
+
+fn finite_round(x: f64) -> u64 {
+    if x.is_finite() && x > 0.0 { x.round() as u64 } else { 0 }
+}
+
+/// Cell-level census of an epoch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CellCensus {
+    /// All cells (R·W).
+    pub total: u64,
+    /// Cells non-empty at either point.
+    pub nonempty: u64,
+    /// Non-empty cells with equal counts and digests.
+    pub usable: u64,
+    /// Cells whose counts differ (loss, or packets across an epoch boundary).
+    pub count_mismatch: u64,
+    /// Cells with equal counts but different digests (reordering across a boundary with loss,
+    /// corruption, or a swapped packet).
+    pub digest_mismatch: u64,
+    /// Cells whose weighted count overflowed at either point.
+    pub overflowed: u64,
+}
+
+/// Epoch summary of one segment.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LdsSummary {
+    /// Flows listed (and estimated).
+    pub flows_listed: u64,
+    /// Flows with a delay estimate.
+    pub flows_estimated: u64,
+    /// Flows whose cells were all spoiled.
+    pub flows_no_usable_cells: u64,
+    /// Flows without a sampled packet in any cell.
+    pub flows_no_packets: u64,
+    /// Flows the flow log could not record (linear-counting estimate).
+    pub flows_unrecorded_estimate: f64,
+    /// Packets of flows the flow log could not record.
+    pub packets_unrecorded: u64,
+    /// Weighted packets at the sender (first highest-rate row, scaled by 1/p).
+    pub weighted_packets_sent: u64,
+    /// Weighted packets at the receiver (same row).
+    pub weighted_packets_received: u64,
+    /// Mean delay over all usable cells of that row (an LDA over all flows).
+    pub aggregate_mean_delay_ns: Measured<Estimate>,
+    /// Cell census.
+    pub cells: CellCensus,
+}
+
+/// A segment-epoch report: the summary and the per-flow estimates (all, or the top N by
+/// packets).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LdsReport {
+    /// Always [`SynopsisKind::Lds`].
+    pub synopsis: SynopsisKind,
+    /// Epoch diagnostics.
+    pub summary: LdsSummary,
+    /// Per-flow estimates, largest flows first.
+    pub flows: Vec<FlowEstimate>,
+}
+
+/// Estimates every flow of `flows` from the two points' sketches.
+pub fn estimate_all(sender: &Lds, receiver: &Lds, flows: &FlowSet) -> Measured<Vec<FlowEstimate>> {
+    Ok(Estimator::new(sender, receiver)?.all(flows))
+}
+
+/// Estimates one flow; `flow_hash` is `key.hash(identity_seed)` as the packet layer computes it.
+pub fn estimate_flow(sender: &Lds, receiver: &Lds, key: &FlowKey, flow_hash: u64) -> Measured<FlowEstimate> {
+    Ok(Estimator::new(sender, receiver)?.flow(key, flow_hash))
+}
+
+/// The full report: summary plus the flows sorted by packets (only the `top_n` largest if given).
+pub fn report(sender: &Lds, receiver: &Lds, flows: &FlowSet, top_n: Option<usize>) -> Measured<LdsReport> {
+    let est = Estimator::new(sender, receiver)?;
+    let all = est.all(flows);
+    let summary = est.summary(flows, &all);
+    let flows = match top_n {
+        Some(n) => top_by_packets(all, n),
+        None => {
+            let mut all = all;
+            sort_by_packets(&mut all);
+            all
+        }
+    };
+    Ok(LdsReport { synopsis: SynopsisKind::Lds, summary, flows })
+}
+
+/// Sorts estimates by estimated packets, largest first (ties by flow key, so the order is
+/// deterministic).
+pub fn sort_by_packets(estimates: &mut [FlowEstimate]) {
+    estimates.sort_unstable_by(|a, b| b.packets.cmp(&a.packets).then_with(|| a.flow.cmp(&b.flow)));
+}
+
+/// The `n` largest flows by estimated packets, largest first (O(F + n log n)).
+pub fn top_by_packets(mut estimates: Vec<FlowEstimate>, n: usize) -> Vec<FlowEstimate> {
+    if n == 0 {
+        return Vec::new();
+    }
+    if estimates.len() > n {
+        estimates.select_nth_unstable_by(n - 1, |a, b| {
+            b.packets.cmp(&a.packets).then_with(|| a.flow.cmp(&b.flow))
+        });
+        estimates.truncate(n);
+    }
+    sort_by_packets(&mut estimates);
+    estimates
+}

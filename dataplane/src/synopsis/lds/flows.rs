@@ -1,0 +1,459 @@
+//! The per-epoch flow log: the set of flow keys a point saw, so the estimator can enumerate
+//! flows the sketch itself cannot list (spec §1, §12 P13).
+//!
+//! A bounded open-addressing set (linear probing over 64-bit flow-hash tags) allocated once at
+//! construction: recording a packet's flow never allocates. When the set is full, further
+//! flows are not recorded; their packets are counted exactly and the flows themselves by a
+//! 4096-bit linear-counting bitmap, so the report can say how many flows the list misses.
+//!
+//! Flows are identified by their flow hash, exactly as the sketch identifies them (two keys
+//! with one 64-bit flow hash share every cell anyway). Never touches the sketch.
+
+use crate::packet::FlowKey;
+use crate::synopsis::codec::{DecodeError, Reader, Writer};
+use crate::synopsis::hash;
+
+/// Bits of the linear-counting bitmap of flows that did not fit.
+pub const UNRECORDED_BITMAP_BITS: usize = 4096;
+const BITMAP_WORDS: usize = UNRECORDED_BITMAP_BITS / 64;
+/// Seed of the bitmap hash.
+const BITMAP_SEED: u64 = 0x6c64_735f_6d69_7373;
+/// Smallest encoded entry: IPv4 key (1 + 4 + 4 + 2 + 2 + 1 bytes) + flow hash (8 bytes).
+pub const MIN_ENTRY_BYTES: usize = 22;
+
+/// A recorded flow: its key and the flow hash the packet layer computed for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FlowEntry {
+    /// The directional 5-tuple.
+    pub key: FlowKey,
+    /// `Observation.flow_hash` of its packets: what the sketch's row hashes derive from.
+    pub flow_hash: u64,
+}
+
+/// The bounded set of flow keys seen in one epoch.
+#[derive(Clone, Debug)]
+pub struct FlowSet {
+    capacity: usize,
+    /// Open-addressing table of `flow_hash | 1` tags (0 = empty); a power of two, load ≤ 3/4.
+    tags: Vec<u64>,
+    /// Recorded flows in insertion order (capacity reserved up front).
+    entries: Vec<FlowEntry>,
+    /// Tag of the last recorded flow: consecutive packets of one flow skip the probe.
+    last_tag: u64,
+    unrecorded_packets: u64,
+    /// Linear-counting bitmap over the flow hashes that did not fit (empty when capacity is 0).
+    unrecorded_bitmap: Vec<u64>,
+}
+
+impl FlowSet {
+    /// An empty set for up to `capacity` flows (0: records nothing and costs nothing).
+    pub fn new(capacity: u32) -> Self {
+        let capacity = capacity as usize;
+        let slots = if capacity == 0 { 0 } else { (capacity + capacity / 3 + 1).next_power_of_two() };
+        Self {
+            capacity,
+            tags: vec![0; slots],
+            entries: Vec::with_capacity(capacity),
+            last_tag: 0,
+            unrecorded_packets: 0,
+            unrecorded_bitmap: if capacity == 0 { Vec::new() } else { vec![0; BITMAP_WORDS] },
+        }
+    }
+
+    /// Most flows the set holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Recorded flows.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when nothing is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The recorded flows, in the order they were first seen.
+    pub fn entries(&self) -> &[FlowEntry] {
+        &self.entries
+    }
+
+    /// Packets whose flow could not be recorded because the set was full.
+    pub fn unrecorded_packets(&self) -> u64 {
+        self.unrecorded_packets
+    }
+
+    /// Estimated number of distinct flows that did not fit (linear counting over a 4096-bit
+    /// bitmap: m·ln(m / empty bits); relative error ≈ √(e^t − t − 1)/(t·√m) at load t).
+    /// Saturates at m·ln(m) ≈ 34,000 when every bit is set.
+    pub fn unrecorded_flows_estimate(&self) -> f64 {
+        if self.unrecorded_bitmap.is_empty() {
+            return 0.0;
+        }
+        let m = UNRECORDED_BITMAP_BITS as f64;
+        let set: u32 = self.unrecorded_bitmap.iter().map(|w| w.count_ones()).sum();
+        let empty = (UNRECORDED_BITMAP_BITS as u32 - set).max(1) as f64;
+        m * (m / empty).ln()
+    }
+
+    /// The home slot: the flow hash is already a uniform 64-bit value (seeded xxh3), so its
+    /// high bits index the table directly (the sketch's rows use independently mixed streams).
+    #[inline(always)]
+    fn slot_of(&self, tag: u64) -> usize {
+        hash::reduce(tag, self.tags.len() as u64) as usize
+    }
+
+    fn mark_unrecorded(&mut self, tag: u64) {
+        let bit = hash::reduce(hash::derive(tag, BITMAP_SEED), UNRECORDED_BITMAP_BITS as u64) as usize;
+        if let Some(w) = self.unrecorded_bitmap.get_mut(bit / 64) {
+            *w |= 1u64 << (bit % 64);
+        }
+    }
+
+    /// Inserts `entry` unless present; false if it did not fit.
+    fn insert(&mut self, entry: FlowEntry) -> InsertOutcome {
+        let tag = entry.flow_hash | 1;
+        let mask = self.tags.len().wrapping_sub(1);
+        let mut i = self.slot_of(tag);
+        // The table always keeps empty slots (load ≤ 3/4), so the probe ends; the bound on
+        // steps only guards against a logic error turning into an endless loop.
+        for _ in 0..self.tags.len() {
+            let Some(t) = self.tags.get_mut(i) else { break };
+            if *t == tag {
+                return InsertOutcome::Present;
+            }
+            if *t == 0 {
+                if self.entries.len() >= self.capacity {
+                    return InsertOutcome::Full;
+                }
+                *t = tag;
+                self.entries.push(entry);
+                return InsertOutcome::Added;
+            }
+            i = (i + 1) & mask;
+        }
+        InsertOutcome::Full
+    }
+
+    /// Records the flow of one packet. No allocation.
+    #[inline]
+    pub fn record(&mut self, key: &FlowKey, flow_hash: u64) {
+        if self.capacity == 0 {
+            return;
+        }
+        let tag = flow_hash | 1;
+        if tag == self.last_tag {
+            return;
+        }
+        match self.insert(FlowEntry { key: *key, flow_hash }) {
+            InsertOutcome::Added | InsertOutcome::Present => self.last_tag = tag,
+            InsertOutcome::Full => {
+                self.unrecorded_packets += 1;
+                self.mark_unrecorded(tag);
+            }
+        }
+    }
+
+    /// True when a flow with this flow hash is recorded.
+    pub fn contains(&self, flow_hash: u64) -> bool {
+        if self.capacity == 0 {
+            return false;
+        }
+        let tag = flow_hash | 1;
+        let mask = self.tags.len().wrapping_sub(1);
+        let mut i = self.slot_of(tag);
+        for _ in 0..self.tags.len() {
+            match self.tags.get(i) {
+                Some(&t) if t == tag => return true,
+                Some(&0) | None => return false,
+                _ => i = (i + 1) & mask,
+            }
+        }
+        false
+    }
+
+    /// Adds another shard's set: the union, up to capacity. Flows that no longer fit are
+    /// counted in the unrecorded-flows bitmap (their packet count is unknown here).
+    pub fn merge(&mut self, other: &FlowSet) {
+        for e in &other.entries {
+            if self.insert(*e) == InsertOutcome::Full {
+                self.mark_unrecorded(e.flow_hash | 1);
+            }
+        }
+        self.unrecorded_packets = self.unrecorded_packets.saturating_add(other.unrecorded_packets);
+        for (a, b) in self.unrecorded_bitmap.iter_mut().zip(&other.unrecorded_bitmap) {
+            *a |= *b;
+        }
+    }
+
+    /// Empties the set, keeping its allocation.
+    pub fn clear(&mut self) {
+        self.tags.fill(0);
+        self.entries.clear();
+        self.last_tag = 0;
+        self.unrecorded_packets = 0;
+        self.unrecorded_bitmap.fill(0);
+    }
+
+    /// Writes the set: count (u32, ≤ capacity), unrecorded packets (u64), the bitmap words
+    /// (only when capacity > 0), then each entry: ip_version (u8), source and destination
+    /// address (4 bytes each for IPv4, 16 for IPv6), ports (u16 each), protocol (u8), flow hash
+    /// (u64).
+    pub fn encode(&self, w: &mut Writer<'_>) {
+        w.u32(self.entries.len() as u32);
+        w.u64(self.unrecorded_packets);
+        for word in &self.unrecorded_bitmap {
+            w.u64(*word);
+        }
+        for e in &self.entries {
+            let k = &e.key;
+            w.u8(k.ip_version);
+            if k.ip_version == 4 {
+                w.bytes(&k.src_addr[12..]);
+                w.bytes(&k.dst_addr[12..]);
+            } else {
+                w.bytes(&k.src_addr);
+                w.bytes(&k.dst_addr);
+            }
+            w.u16(k.src_port);
+            w.u16(k.dst_port);
+            w.u8(k.protocol);
+            w.u64(e.flow_hash);
+        }
+    }
+
+    /// Reads a set written by [`FlowSet::encode`] for a point configured with `capacity`. The
+    /// count is checked against the capacity and the remaining input before anything is read;
+    /// the only allocation is the capacity-sized table.
+    pub fn decode(capacity: u32, r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let count = r.u32()? as usize;
+        if count > capacity as usize {
+            return Err(DecodeError::Invalid {
+                field: "lds.flows.count",
+                reason: format!("{count} flows exceed the configured capacity {capacity}"),
+            });
+        }
+        let unrecorded_packets = r.u64()?;
+        let words = if capacity == 0 { 0 } else { BITMAP_WORDS };
+        r.require(words * 8 + count.saturating_mul(MIN_ENTRY_BYTES))?;
+        let mut set = FlowSet::new(capacity);
+        set.unrecorded_packets = unrecorded_packets;
+        for word in set.unrecorded_bitmap.iter_mut() {
+            *word = r.u64()?;
+        }
+        for _ in 0..count {
+            let version = r.u8()?;
+            let mut key = FlowKey { ip_version: version, ..FlowKey::default() };
+            match version {
+                4 => {
+                    key.src_addr = v4_mapped(r.bytes(4)?);
+                    key.dst_addr = v4_mapped(r.bytes(4)?);
+                }
+                6 => {
+                    key.src_addr.copy_from_slice(r.bytes(16)?);
+                    key.dst_addr.copy_from_slice(r.bytes(16)?);
+                }
+                v => {
+                    return Err(DecodeError::Invalid {
+                        field: "lds.flows.ip_version",
+                        reason: format!("{v} is neither 4 nor 6"),
+                    });
+                }
+            }
+            key.src_port = r.u16()?;
+            key.dst_port = r.u16()?;
+            key.protocol = r.u8()?;
+            let flow_hash = r.u64()?;
+            match set.insert(FlowEntry { key, flow_hash }) {
+                InsertOutcome::Added => {}
+                InsertOutcome::Present => {
+                    return Err(DecodeError::Invalid {
+                        field: "lds.flows.entry",
+                        reason: format!("flow hash {flow_hash:#018x} appears twice"),
+                    });
+                }
+                InsertOutcome::Full => {
+                    return Err(DecodeError::Invalid {
+                        field: "lds.flows.count",
+                        reason: "more flows than the table holds".into(),
+                    });
+                }
+            }
+        }
+        Ok(set)
+    }
+}
+
+fn v4_mapped(b: &[u8]) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a[10] = 0xff;
+    a[11] = 0xff;
+    a[12..].copy_from_slice(b);
+    a
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum InsertOutcome {
+    Added,
+    Present,
+    Full,
+}
+
+/// Two sets are equal when they hold the same flows and counters, whatever their table layout
+/// (which depends on insertion order).
+impl PartialEq for FlowSet {
+    fn eq(&self, other: &Self) -> bool {
+        if self.capacity != other.capacity
+            || self.entries.len() != other.entries.len()
+            || self.unrecorded_packets != other.unrecorded_packets
+            || self.unrecorded_bitmap != other.unrecorded_bitmap
+        {
+            return false;
+        }
+        let mut a = self.entries.clone();
+        let mut b = other.entries.clone();
+        a.sort_unstable();
+        b.sort_unstable();
+        a == b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::IpAddr;
+
+    fn key(i: u32) -> FlowKey {
+        let src: IpAddr = if i.is_multiple_of(3) {
+            IpAddr::V6(std::net::Ipv6Addr::from(u128::from(i) << 64 | 1))
+        } else {
+            IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 | i))
+        };
+        let dst: IpAddr =
+            if i.is_multiple_of(3) { "2001:db8::2".parse().unwrap() } else { "192.168.0.1".parse().unwrap() };
+        FlowKey::new(src, dst, (i % 65_000) as u16, 443, 6)
+    }
+
+    fn entry(i: u32) -> FlowEntry {
+        let k = key(i);
+        FlowEntry { key: k, flow_hash: k.hash(7) }
+    }
+
+    #[test]
+    fn records_each_flow_once_and_counts_overflow() {
+        let mut s = FlowSet::new(100);
+        for round in 0..3 {
+            for i in 0..150 {
+                let e = entry(i);
+                s.record(&e.key, e.flow_hash);
+                if round == 0 && i < 100 {
+                    assert_eq!(s.len(), i as usize + 1);
+                }
+            }
+        }
+        assert_eq!(s.len(), 100);
+        assert_eq!(s.unrecorded_packets(), 150);
+        // 50 flows into 4096 bits: linear counting is within a few flows.
+        let est = s.unrecorded_flows_estimate();
+        assert!((est - 50.0).abs() < 5.0, "{est}");
+        for i in 0..100 {
+            assert!(s.contains(entry(i).flow_hash));
+        }
+        assert!(!s.contains(entry(120).flow_hash));
+        assert_eq!(s.entries()[0], entry(0));
+    }
+
+    #[test]
+    fn zero_capacity_records_nothing() {
+        let mut s = FlowSet::new(0);
+        let e = entry(1);
+        s.record(&e.key, e.flow_hash);
+        assert!(s.is_empty());
+        assert_eq!(s.unrecorded_packets(), 0);
+        assert_eq!(s.unrecorded_flows_estimate(), 0.0);
+        assert!(!s.contains(e.flow_hash));
+        let mut out = Vec::new();
+        s.encode(&mut Writer::new(&mut out));
+        assert_eq!(out.len(), 12);
+        assert_eq!(FlowSet::decode(0, &mut Reader::new(&out)).unwrap(), s);
+    }
+
+    #[test]
+    fn merge_is_the_union() {
+        let mut all = FlowSet::new(1000);
+        let mut a = FlowSet::new(1000);
+        let mut b = FlowSet::new(1000);
+        for i in 0..600 {
+            let e = entry(i);
+            all.record(&e.key, e.flow_hash);
+            if i % 2 == 0 { &mut a } else { &mut b }.record(&e.key, e.flow_hash);
+            if i % 5 == 0 {
+                b.record(&e.key, e.flow_hash);
+            }
+        }
+        a.merge(&b);
+        assert_eq!(a, all);
+        // Beyond capacity the union is cut and the rest is counted as unrecorded flows.
+        let mut small = FlowSet::new(400);
+        small.merge(&all);
+        assert_eq!(small.len(), 400);
+        assert!((small.unrecorded_flows_estimate() - 200.0).abs() < 15.0);
+        small.clear();
+        assert!(small.is_empty());
+        assert_eq!(small, FlowSet::new(400));
+    }
+
+    #[test]
+    fn encoding_round_trips_and_refuses_bad_input() {
+        let mut s = FlowSet::new(64);
+        for i in 0..80 {
+            let e = entry(i);
+            s.record(&e.key, e.flow_hash);
+        }
+        let mut out = Vec::new();
+        s.encode(&mut Writer::new(&mut out));
+        let mut r = Reader::new(&out);
+        assert_eq!(FlowSet::decode(64, &mut r).unwrap(), s);
+        r.finish().unwrap();
+        // Every truncation fails cleanly.
+        for cut in 0..out.len() {
+            let mut r = Reader::new(&out[..cut]);
+            assert!(FlowSet::decode(64, &mut r).is_err(), "cut {cut}");
+        }
+        // A count above the receiver's capacity is refused before anything is read.
+        assert!(matches!(
+            FlowSet::decode(63, &mut Reader::new(&out)),
+            Err(DecodeError::Invalid { field: "lds.flows.count", .. })
+        ));
+        // A huge count with little input is refused without allocating for it.
+        let mut lie = Vec::new();
+        let mut w = Writer::new(&mut lie);
+        w.u32(1 << 24);
+        w.u64(0);
+        assert!(matches!(
+            FlowSet::decode(1 << 24, &mut Reader::new(&lie)),
+            Err(DecodeError::Truncated { .. })
+        ));
+        // A bad address family and a duplicate entry are refused.
+        let header = 4 + 8 + BITMAP_WORDS * 8;
+        let mut bad = out.clone();
+        bad[header] = 5;
+        assert!(matches!(
+            FlowSet::decode(64, &mut Reader::new(&bad)),
+            Err(DecodeError::Invalid { field: "lds.flows.ip_version", .. })
+        ));
+        let mut two = FlowSet::new(4);
+        two.record(&entry(1).key, entry(1).flow_hash);
+        let mut buf = Vec::new();
+        two.encode(&mut Writer::new(&mut buf));
+        let one_entry = buf[header..].to_vec();
+        buf[0] = 2;
+        buf.extend_from_slice(&one_entry);
+        assert!(matches!(
+            FlowSet::decode(4, &mut Reader::new(&buf)),
+            Err(DecodeError::Invalid { field: "lds.flows.entry", .. })
+        ));
+    }
+}

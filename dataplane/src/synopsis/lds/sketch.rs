@@ -1,0 +1,180 @@
+//! The sketch state: R×W cells plus the epoch's flow log, with the per-packet update of paper
+//! Fig. 5 (spec §4), exact shard merge, reset and the binary body encoding.
+//!
+//! Allocates only in [`Lds::new`] (and when decoding); `update` is a few hashes and R cell
+//! updates, never allocating, locking or logging.
+
+use super::addressing::{Addressing, RowParams, offset_from_low_bits};
+use super::cell::{CELL_BYTES, Cell};
+use super::config::LdsConfig;
+use super::flows::FlowSet;
+use super::weights::WeightMatcher;
+use crate::packet::FlowKey;
+use crate::synopsis::codec::{DecodeError, Reader, Writer};
+use crate::synopsis::{ConfigError, MergeError, Observation, Synopsis, SynopsisConfig};
+
+/// A Lossy Difference Sketch of one point for one epoch.
+#[derive(Clone, Debug)]
+pub struct Lds {
+    cfg: LdsConfig,
+    addr: Addressing,
+    weights: WeightMatcher,
+    cells: Vec<Cell>,
+    flows: FlowSet,
+}
+
+/// Equal configuration, cells and recorded flows (derived state is a function of the config).
+impl PartialEq for Lds {
+    fn eq(&self, other: &Self) -> bool {
+        self.cfg == other.cfg && self.cells == other.cells && self.flows == other.flows
+    }
+}
+
+impl Lds {
+    /// The cells, row-major (row r occupies `r·W .. (r+1)·W`).
+    pub fn cells(&self) -> &[Cell] {
+        &self.cells
+    }
+
+    /// The cell at (`row`, `col`), if in range.
+    pub fn cell(&self, row: usize, col: usize) -> Option<&Cell> {
+        if col >= self.cfg.width as usize {
+            return None;
+        }
+        self.cells.get(row * self.cfg.width as usize + col)
+    }
+
+    /// The flows this point recorded in this epoch.
+    pub fn flows(&self) -> &FlowSet {
+        &self.flows
+    }
+
+    pub(crate) fn addressing(&self) -> &Addressing {
+        &self.addr
+    }
+
+    /// The weight the configured policy gives `flow`.
+    pub fn weight_of(&self, flow: &FlowKey) -> u32 {
+        self.weights.weight_of(flow)
+    }
+
+    /// The base column h_r(f) of a flow's vLDA in `row` (for tests and diagnostics).
+    pub fn base_column(&self, row: usize, flow_hash: u64) -> Option<u64> {
+        self.addr.rows.get(row).map(|r| self.addr.base(r, flow_hash))
+    }
+
+    /// Folds in one packet given its flow hash, identity, timestamp and weight, without
+    /// touching the flow log: what [`Synopsis::update`] does after evaluating the weight
+    /// policy. For tests, benches and replays.
+    #[inline]
+    pub fn update_raw(&mut self, flow_hash: u64, identity: u64, ts_ns: u64, weight: u32) {
+        let addr = &self.addr;
+        let ph = addr.packet_hash(identity);
+        let digest = Addressing::digest(ph);
+        let shared = offset_from_low_bits(ph, addr.k);
+        for row in &addr.rows {
+            if !addr.sampled(row, identity) {
+                continue;
+            }
+            let col = addr.column(addr.base(row, flow_hash), addr.offset(row, identity, shared));
+            if let Some(c) = self.cells.get_mut(row.start + col as usize) {
+                c.add(ts_ns, weight, digest);
+            }
+        }
+    }
+
+    /// The cells (row, column) a packet lands in: one per row that samples it.
+    pub fn cells_of_packet(&self, flow_hash: u64, identity: u64) -> impl Iterator<Item = (usize, u64)> + '_ {
+        let addr = &self.addr;
+        let ph = addr.packet_hash(identity);
+        let shared = offset_from_low_bits(ph, addr.k);
+        addr.rows.iter().enumerate().filter(move |(_, row)| addr.sampled(row, identity)).map(
+            move |(r, row): (usize, &RowParams)| {
+                (r, addr.column(addr.base(row, flow_hash), addr.offset(row, identity, shared)))
+            },
+        )
+    }
+
+    /// Cells whose weighted count overflowed (never usable).
+    pub fn overflowed_cells(&self) -> usize {
+        self.cells.iter().filter(|c| c.overflowed()).count()
+    }
+}
+
+impl Synopsis for Lds {
+    type Config = LdsConfig;
+    type Carry = ();
+    const FORMAT_VERSION: u8 = 1;
+
+    fn new(cfg: &LdsConfig) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        Ok(Self {
+            addr: Addressing::new(cfg),
+            weights: WeightMatcher::new(&cfg.weights),
+            cells: vec![Cell::default(); cfg.cells() as usize],
+            flows: FlowSet::new(cfg.flow_capacity),
+            cfg: cfg.clone(),
+        })
+    }
+
+    fn new_carry(_cfg: &LdsConfig) {}
+
+    fn config(&self) -> &LdsConfig {
+        &self.cfg
+    }
+
+    #[inline]
+    fn update(&mut self, _carry: &mut (), obs: &Observation<'_>) {
+        let weight = if self.weights.is_uniform() {
+            self.cfg.weights.default_weight
+        } else {
+            self.weights.weight_of(obs.flow)
+        };
+        self.update_raw(obs.flow_hash, obs.identity, obs.ts_ns, weight);
+        self.flows.record(obs.flow, obs.flow_hash);
+    }
+
+    fn merge(&mut self, other: &Self) -> Result<(), MergeError> {
+        self.check_same_config(other)?;
+        for (a, b) in self.cells.iter_mut().zip(&other.cells) {
+            a.merge(b);
+        }
+        self.flows.merge(&other.flows);
+        Ok(())
+    }
+
+    fn reset(&mut self) {
+        self.cells.fill(Cell::default());
+        self.flows.clear();
+    }
+
+    /// Body: R·W cells row-major, 16 bytes each (s u64, n u32, d u32, little-endian), then the
+    /// flow log ([`FlowSet::encode`]). The shape comes from the fingerprinted config.
+    fn encode_body(&self, w: &mut Writer<'_>) {
+        w.reserve(self.cells.len() * CELL_BYTES + 12 + self.flows.len() * 46);
+        for c in &self.cells {
+            w.u64(c.ts_sum_ns);
+            w.u32(c.count);
+            w.u32(c.digest);
+        }
+        self.flows.encode(w);
+    }
+
+    fn decode_body(cfg: &LdsConfig, r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        cfg.validate().map_err(|e| DecodeError::Invalid { field: "lds.config", reason: e.to_string() })?;
+        // The cells must all be present before the R·W array is allocated.
+        r.require(cfg.cells() as usize * CELL_BYTES)?;
+        let mut cells = Vec::with_capacity(cfg.cells() as usize);
+        for _ in 0..cfg.cells() {
+            cells.push(Cell { ts_sum_ns: r.u64()?, count: r.u32()?, digest: r.u32()? });
+        }
+        let flows = FlowSet::decode(cfg.flow_capacity, r)?;
+        Ok(Self {
+            addr: Addressing::new(cfg),
+            weights: WeightMatcher::new(&cfg.weights),
+            cells,
+            flows,
+            cfg: cfg.clone(),
+        })
+    }
+}
