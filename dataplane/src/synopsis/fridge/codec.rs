@@ -1,7 +1,8 @@
 //! Sparse encoding of the fridge's histograms: only bins holding samples are written, as
 //! (flat index u32, samples u64, Σc f64, Σc² f64) after a u32 count. The decoder checks the
 //! count against the configured histogram size before reading entries, and every value against
-//! what a fridge can produce (c ≥ 1, so Σc ≥ samples and Σc² ≥ Σc).
+//! what a fridge can produce (c ≥ 1, so Σc ≥ samples and Σc² ≥ Σc). Never panics and never
+//! allocates on any input.
 
 use super::accum::BinStats;
 use crate::synopsis::codec::{DecodeError, Reader, Writer};

@@ -188,11 +188,12 @@ impl Synopsis for FridgeSynopsis {
         if cfg.validate().is_err() {
             return FridgeCarry { sets: Vec::new(), kind_index: [NO_KIND; 3] };
         }
-        let sets = cfg
+        let sets: Result<Vec<FridgeSet>, ConfigError> = cfg
             .kinds
             .iter()
-            .filter_map(|k| FridgeSet::new(&k.fridges, kind_seed(cfg, k.kind), cfg.weight).ok())
+            .map(|k| FridgeSet::new(&k.fridges, kind_seed(cfg, k.kind), cfg.weight))
             .collect();
+        let Ok(sets) = sets else { return FridgeCarry { sets: Vec::new(), kind_index: [NO_KIND; 3] } };
         FridgeCarry { sets, kind_index: kind_table(cfg) }
     }
 
@@ -200,7 +201,7 @@ impl Synopsis for FridgeSynopsis {
         &self.cfg
     }
 
-    #[inline]
+    #[inline(always)]
     fn update(&mut self, carry: &mut FridgeCarry, obs: &Observation<'_>) {
         let Some(ex) = obs.exchange else { return };
         let k = usize::from(self.kind_index[kind_ordinal(ex.kind)]);

@@ -5,7 +5,8 @@
 //! rate or the delay scale changes by more than 2×" with hysteresis.
 //!
 //! Rates and slot counts are per worker shard: with C shards each of M/C slots seeing λ/C
-//! requests per second, the lifetime equals one fridge of M slots at λ.
+//! requests per second, the lifetime equals one fridge of M slots at λ. Pure functions for the
+//! control side; nothing here runs per packet.
 
 use super::config::{FridgeSpec, validate_fridges};
 use crate::synopsis::{ConfigError, SynopsisKind};
