@@ -132,7 +132,7 @@ pub struct KindEpoch {
     pub counters: KindCounters,
     /// Per-fridge counters.
     pub fridges: Vec<FridgeCounters>,
-    /// Histograms, laid out [subset][fridge][bin].
+    /// Histograms, laid out subset-major, then fridge, then bin.
     hist: Vec<BinStats>,
     bins: usize,
 }
@@ -170,7 +170,7 @@ impl KindEpoch {
         self.hist.get(start..start + self.bins).unwrap_or(&[])
     }
 
-    /// All histograms, flat ([subset][fridge][bin]).
+    /// All histograms, flat: subset-major, then fridge, then bin.
     pub fn hist_flat(&self) -> &[BinStats] {
         &self.hist
     }

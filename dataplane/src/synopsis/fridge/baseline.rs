@@ -3,10 +3,10 @@
 //!
 //! - [`NaiveOverwrite`] (§2.1): every request overwrites its slot, every match counts 1. This
 //!   is a p = 1 fridge without weights: the survivorship-biased estimator.
-//! - [`LazyExpiry`] (Chen et al. [6], the paper's Fig 2/5 baseline): D stages of M/D slots with
-//!   independent hashes; a request goes into the first stage whose slot is empty or holds an
+//! - [`LazyExpiry`] (Chen et al., the paper's reference 6 and its Fig 2/5 baseline): D stages
+//!   of M/D slots with independent hashes; a request goes into the first stage whose slot is empty or holds an
 //!   entry older than `t_exp`, else it is dropped; a response probes the stages and a match
-//!   reports its delay (weight 1) and clears the slot. [6]'s extra 2 s legitimacy cap is left
+//!   reports its delay (weight 1) and clears the slot. Chen et al.'s extra 2 s legitimacy cap is left
 //!   out (it would only remove delays above 2 s).
 
 use super::set::key_for;

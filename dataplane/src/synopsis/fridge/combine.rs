@@ -57,7 +57,7 @@ impl FridgeModel {
 #[derive(Clone, Debug, PartialEq)]
 pub struct BinWeights {
     bins: usize,
-    /// [fridge][bin].
+    /// Fridge-major, then bin.
     w: Vec<f64>,
 }
 

@@ -172,7 +172,7 @@ impl<'a> BinnedDistribution<'a> {
         (before + self.mass[b] * self.bins.fraction_below(b, t_ns)) / self.total
     }
 
-    /// Standard deviation of F̂ at delay `t_ns` by the delta method (spec §3.5 [ours]):
+    /// Standard deviation of F̂ at delay `t_ns` by the delta method (spec §3.5, the spec's own suggestion):
     /// Var F̂(t) ≈ N̂⁻²·Σ_b Var f̂(b)·(1[b ≤ t] − F̂(t))², the bin holding t split by its fraction.
     pub fn cdf_sd(&self, t_ns: f64) -> f64 {
         let f = self.cdf(t_ns);

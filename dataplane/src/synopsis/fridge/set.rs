@@ -20,7 +20,7 @@ pub const MAX_LN_WEIGHT: f64 = 300.0;
 
 const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
 
-/// The key that makes `mix64(id ^ key_for(seed))` equal to [`derive`]`(id, seed)`, with the
+/// The key that makes `mix64(id ^ key_for(seed))` equal to `derive(id, seed)`, with the
 /// seed's own mixing done once instead of per packet.
 #[inline]
 pub fn key_for(seed: u64) -> u64 {

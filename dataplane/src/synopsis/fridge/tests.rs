@@ -470,6 +470,23 @@ proptest::proptest! {
         bytes.extend_from_slice(&body);
         let _ = FridgeSynopsis::decode(&cfg, &bytes);
     }
+
+    #[test]
+    fn corrupted_encodings_never_panic(flips in proptest::collection::vec((0usize..4096, 1u8..=255), 1..8)) {
+        let cfg = test_config();
+        let mut syn = FridgeSynopsis::new(&cfg).unwrap();
+        let mut carry = FridgeSynopsis::new_carry(&cfg);
+        feed(&mut syn, &mut carry, &stream(5, 600));
+        let mut bytes = syn.encode();
+        for (pos, x) in flips {
+            let n = bytes.len();
+            bytes[pos % n] ^= x;
+        }
+        if let Ok(d) = FridgeSynopsis::decode(&cfg, &bytes) {
+            // Whatever decodes is a plausible synopsis the estimator can report on.
+            proptest::prop_assert!(serde_json::to_string(&estimate(&d)).is_ok());
+        }
+    }
 }
 
 #[test]
