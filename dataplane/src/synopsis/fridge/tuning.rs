@@ -8,8 +8,9 @@
 //! requests per second, the lifetime equals one fridge of M slots at λ. Pure functions for the
 //! control side; nothing here runs per packet.
 
-use super::config::{FridgeSpec, validate_fridges};
-use crate::synopsis::{ConfigError, SynopsisKind};
+use super::config::{FridgeConfig, FridgeSpec, KindConfig, validate_fridges};
+use crate::packet::ExchangeKind;
+use crate::synopsis::{ConfigError, SynopsisConfig, SynopsisKind};
 
 fn err(field: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError::new(SynopsisKind::Fridge, field, reason)
@@ -107,6 +108,22 @@ pub fn two_fridges(slots: u32, t: &TuningTarget, bulk_ratio: f64) -> Result<Vec<
     Ok(f)
 }
 
+/// `base` with the fridges of `kind` replaced by `fridges` (added if the kind was not measured),
+/// validated.
+pub fn with_kind(
+    base: &FridgeConfig,
+    kind: ExchangeKind,
+    fridges: Vec<FridgeSpec>,
+) -> Result<FridgeConfig, ConfigError> {
+    let mut cfg = base.clone();
+    match cfg.kinds.iter_mut().find(|k| k.kind == kind) {
+        Some(k) => k.fridges = fridges,
+        None => cfg.kinds.push(KindConfig { kind, fridges }),
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
 /// Keeps a fridge's p and says when to change it: only when the ideal p has moved by more
 /// than a factor `band` (2, the paper's guidance) from the current one, so small drifts of
 /// the rate or delay scale do not churn generations.
@@ -177,6 +194,18 @@ mod tests {
         assert_eq!(f[0].entry_probability, 16.0 * f[1].entry_probability);
         let f = two_fridges(1 << 12, &TuningTarget::new(1e4, 512_000_000), 16.0).unwrap();
         assert!(f[0].entry_probability + f[1].entry_probability <= 1.0, "{f:?}");
+    }
+
+    #[test]
+    fn tuned_configs_are_validated() {
+        let t = TuningTarget::new(535e3, 512_000_000);
+        let base = FridgeConfig::default();
+        let cfg = with_kind(&base, ExchangeKind::Dns, two_fridges(1 << 12, &t, 16.0).unwrap()).unwrap();
+        assert_eq!(cfg.kinds.len(), base.kinds.len());
+        assert_eq!(cfg.kinds[1].fridges.len(), 2);
+        let cfg = with_kind(&base, ExchangeKind::TcpData, single_fridge(1 << 14, &t).unwrap()).unwrap();
+        assert_eq!(cfg.kinds.len(), 3);
+        assert!(with_kind(&base, ExchangeKind::Dns, vec![]).is_err());
     }
 
     #[test]

@@ -303,3 +303,53 @@ fn orderings_on_the_real_like_trace() {
     // Spec §6.5: best fridge (single or two) at M ≤ 1.2 × best lazy-naive at 4M, for M ≥ 2¹⁰.
     assert!(best_1k <= 1.2 * lazy_4k, "{report}");
 }
+
+#[test]
+fn report_totals_and_threshold_fractions_match_the_truth() {
+    // End to end through `estimate`: the estimated number of pairs and the fraction of pairs
+    // above 2²⁵ ns (33.6 ms, a bin edge, so no interpolation enters) against the truth of each
+    // of 10 well-provisioned runs. z = (estimate − truth)/sd with sd from the report's 95 %
+    // interval (half-width / 1.96; delta method for the fraction, spec §3.5): every |z| ≤ 4,
+    // and the mean z over the runs within ±4/√10.
+    let threshold = 1u64 << 25;
+    let cfg = FridgeConfig {
+        report_thresholds_ns: vec![threshold],
+        ..FridgeConfig::single_kind(ExchangeKind::Dns, vec![spec(1 << 12, 1.0 / 16.0)])
+    };
+    let spec_t = TraceSpec { requests: 200_000, ..TraceSpec::paper_synthetic(64.0, Horizon::Steady) };
+    let flow = crate::packet::FlowKey::default();
+    let (mut z_pairs, mut z_frac) = (Vec::new(), Vec::new());
+    for s in 0..10u64 {
+        let trace = spec_t.generate(4000 + s);
+        let cfg = FridgeConfig { seed: 4000 + s, ..cfg.clone() };
+        let mut syn = FridgeSynopsis::new(&cfg).unwrap();
+        let mut carry = FridgeSynopsis::new_carry(&cfg);
+        for e in &trace.events {
+            let ob = Observation {
+                ts_ns: e.ts_ns,
+                flow: &flow,
+                flow_hash: 0,
+                identity: 0,
+                exchange: Some(crate::packet::Exchange { kind: ExchangeKind::Dns, role: e.role, id: e.id }),
+            };
+            syn.update(&mut carry, &ob);
+        }
+        let all = estimate(&syn).kinds.remove(0).all;
+        let sd = |e: &crate::synopsis::estimate::Estimate| {
+            let ci = e.interval.unwrap();
+            (ci.high - ci.low) / (2.0 * 1.959_963_984_540_054)
+        };
+        let pairs = all.estimated_pairs.unwrap();
+        z_pairs.push((pairs.value - trace.truth_ns.len() as f64) / sd(&pairs));
+        let frac = all.above[0].fraction_above.clone().unwrap();
+        let truth_frac =
+            trace.truth_ns.iter().filter(|d| **d >= threshold).count() as f64 / trace.truth_ns.len() as f64;
+        z_frac.push((frac.value - truth_frac) / sd(&frac));
+    }
+    for (name, z) in [("pairs", &z_pairs), ("fraction above", &z_frac)] {
+        let worst = z.iter().fold(0.0f64, |a, b| a.max(b.abs()));
+        let mean = z.iter().sum::<f64>() / z.len() as f64;
+        assert!(worst <= Z_ALLOWED, "{name}: worst z {worst:.2} in {z:?}");
+        assert!(mean.abs() <= Z_ALLOWED / (z.len() as f64).sqrt(), "{name}: mean z {mean:.2} in {z:?}");
+    }
+}
