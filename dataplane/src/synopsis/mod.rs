@@ -17,6 +17,7 @@
 
 pub mod codec;
 pub mod estimate;
+pub mod fridge;
 pub mod hash;
 pub mod lds;
 

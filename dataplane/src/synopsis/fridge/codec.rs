@@ -1,0 +1,68 @@
+//! Sparse encoding of the fridge's histograms: only bins holding samples are written, as
+//! (flat index u32, samples u64, Σc f64, Σc² f64) after a u32 count. The decoder checks the
+//! count against the configured histogram size before reading entries, and every value against
+//! what a fridge can produce (c ≥ 1, so Σc ≥ samples and Σc² ≥ Σc). Never panics and never
+//! allocates on any input.
+
+use super::accum::BinStats;
+use crate::synopsis::codec::{DecodeError, Reader, Writer};
+
+/// Bytes of one encoded bin.
+const ENTRY_BYTES: usize = 4 + 8 + 8 + 8;
+/// Relative slack for the float invariants (sums of many rounded terms).
+const SLACK: f64 = 1e-9;
+
+/// Writes the non-empty bins of `hist`.
+pub(super) fn encode_hist(hist: &[BinStats], w: &mut Writer<'_>) {
+    let n = hist.iter().filter(|b| b.samples != 0).count();
+    w.reserve(4 + n * ENTRY_BYTES);
+    w.u32(n as u32);
+    for (i, b) in hist.iter().enumerate().filter(|(_, b)| b.samples != 0) {
+        w.u32(i as u32);
+        w.u64(b.samples);
+        w.f64(b.weight_sum);
+        w.f64(b.weight_sq_sum);
+    }
+}
+
+fn invalid(field: &'static str, reason: String) -> DecodeError {
+    DecodeError::Invalid { field, reason }
+}
+
+/// Reads bins written by [`encode_hist`] into the zeroed `hist`.
+pub(super) fn decode_hist(hist: &mut [BinStats], r: &mut Reader<'_>) -> Result<(), DecodeError> {
+    let n = r.u32()? as usize;
+    if n > hist.len() {
+        return Err(invalid("fridge.bins", format!("{n} non-empty bins but histograms hold {}", hist.len())));
+    }
+    r.require(n * ENTRY_BYTES)?;
+    let mut next = 0usize;
+    for _ in 0..n {
+        let i = r.u32()? as usize;
+        let samples = r.u64()?;
+        let sum = r.f64()?;
+        let sq = r.f64()?;
+        if i < next || i >= hist.len() {
+            return Err(invalid(
+                "fridge.bin_index",
+                format!("bin {i} out of order or beyond {}", hist.len()),
+            ));
+        }
+        next = i + 1;
+        let plausible = samples > 0
+            && sum.is_finite()
+            && sq.is_finite()
+            && sum >= samples as f64 * (1.0 - SLACK)
+            && sq >= sum * (1.0 - SLACK);
+        if !plausible {
+            return Err(invalid(
+                "fridge.bin",
+                format!("bin {i}: samples {samples}, Σc {sum}, Σc² {sq} cannot come from a fridge"),
+            ));
+        }
+        if let Some(b) = hist.get_mut(i) {
+            *b = BinStats { samples, weight_sum: sum, weight_sq_sum: sq };
+        }
+    }
+    Ok(())
+}
