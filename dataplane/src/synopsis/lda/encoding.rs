@@ -31,19 +31,22 @@ pub(super) fn write_body(cfg: &LdaConfig, cells: &[Cell], total_packets: u64, w:
     let (tb, cb) = (field_bytes(cfg.ts_bits), field_bytes(cfg.count_bits));
     w.reserve(body_len(cfg));
     w.u64(total_packets);
+    // A cell is ts_sum's low tb bytes then count's low cb bytes: write both whole (8 bytes
+    // each, the second over the first's unused top) and emit the first tb + cb bytes.
+    let mut buf = [0u8; 16];
     for c in cells {
-        w.bytes(&c.ts_sum.to_le_bytes()[..tb]);
-        w.bytes(&c.count.to_le_bytes()[..cb]);
+        buf[..8].copy_from_slice(&c.ts_sum.to_le_bytes());
+        buf[tb..tb + 8].copy_from_slice(&c.count.to_le_bytes());
+        w.bytes(&buf[..tb + cb]);
     }
 }
 
-fn read_field(r: &mut Reader<'_>, n: usize, mask: u64, field: &'static str) -> Result<u64, DecodeError> {
-    let mut b = [0u8; 8];
-    let src = r.bytes(n)?;
-    b.get_mut(..n)
-        .ok_or_else(|| DecodeError::Invalid { field, reason: format!("{n}-byte field") })?
-        .copy_from_slice(src);
-    let v = u64::from_le_bytes(b);
+/// All ones in the low `n` bytes.
+fn byte_mask(n: usize) -> u64 {
+    if n >= 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 }
+}
+
+fn check_width(v: u64, mask: u64, field: &'static str) -> Result<u64, DecodeError> {
     if v > mask {
         return Err(DecodeError::Invalid { field, reason: format!("{v:#x} exceeds the configured width") });
     }
@@ -52,16 +55,24 @@ fn read_field(r: &mut Reader<'_>, n: usize, mask: u64, field: &'static str) -> R
 
 pub(super) fn read_body(cfg: &LdaConfig, r: &mut Reader<'_>) -> Result<(Vec<Cell>, u64), DecodeError> {
     cfg.validate().map_err(|e| DecodeError::Invalid { field: "config", reason: e.to_string() })?;
+    // Every length is known from the config: check it before allocating anything.
     r.require(body_len(cfg))?;
     let (tb, cb) = (field_bytes(cfg.ts_bits), field_bytes(cfg.count_bits));
-    let (ts_mask, count_mask) = (cfg.ts_mask(), cfg.count_mask());
     let total = r.u64()?;
     let n = cfg.total_cells() as usize;
+    let block = r.bytes(n * (tb + cb))?;
     let mut cells = Vec::with_capacity(n);
-    for _ in 0..n {
-        let ts_sum = read_field(r, tb, ts_mask, "lda.cell.ts_sum")?;
-        let count = read_field(r, cb, count_mask, "lda.cell.count")?;
-        cells.push(Cell { ts_sum, count });
+    let mut buf = [0u8; 16];
+    for chunk in block.chunks_exact(tb + cb) {
+        buf[..tb + cb].copy_from_slice(chunk);
+        let ts = u64::from_le_bytes([buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7]]);
+        let mut count_bytes = [0u8; 8];
+        count_bytes.copy_from_slice(&buf[tb..tb + 8]);
+        let count = u64::from_le_bytes(count_bytes);
+        cells.push(Cell {
+            ts_sum: check_width(ts & byte_mask(tb), cfg.ts_mask(), "lda.cell.ts_sum")?,
+            count: check_width(count & byte_mask(cb), cfg.count_mask(), "lda.cell.count")?,
+        });
     }
     Ok((cells, total))
 }

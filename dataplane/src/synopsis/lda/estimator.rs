@@ -208,6 +208,8 @@ pub fn estimate_with_confidence(
         banks: Vec::with_capacity(cfg.banks.len()),
     };
 
+    // Counts come from a peer: sums saturate instead of overflowing on absurd input. Delay sums
+    // fit i128 (at most 2^22 cells of |Δ| < 2^63).
     let mut delay_sum: i128 = 0; // Σ u_ij Δ[i,j]
     let mut square_sum = 0.0f64; // Σ ũ_ij (signed bucket sum)²
     let mut bucket_mass_sq = 0.0f64; // Σ k_b² over usable buckets
@@ -227,32 +229,32 @@ pub fn estimate_with_confidence(
             let minus = compare(cfg, &pa[0], &pb[0]);
             let plus = compare(cfg, &pa[1], &pb[1]);
             for c in [minus, plus] {
-                br.sampled_sent += c.sent;
-                br.sampled_lost += c.lost;
+                br.sampled_sent = br.sampled_sent.saturating_add(c.sent);
+                br.sampled_lost = br.sampled_lost.saturating_add(c.lost);
                 r.anomalous_cells += u64::from(c.anomalous);
                 if c.usable {
                     br.usable_cells += 1;
-                    br.samples += c.sent;
+                    br.samples = br.samples.saturating_add(c.sent);
                     delay_sum += c.delay_sum;
                 }
             }
             if minus.usable && plus.usable {
-                let k = minus.sent + plus.sent;
+                let k = minus.sent.saturating_add(plus.sent);
                 let signed_sum = (plus.delay_sum - minus.delay_sum) as f64;
                 square_sum += signed_sum * signed_sum;
                 bucket_mass_sq += (k as f64) * (k as f64);
                 br.usable_buckets += 1;
-                r.collapsed_samples += k;
+                r.collapsed_samples = r.collapsed_samples.saturating_add(k);
             }
         }
         r.usable_cells += br.usable_cells;
-        r.samples += br.samples;
+        r.samples = r.samples.saturating_add(br.samples);
         r.usable_buckets += br.usable_buckets;
-        r.sampled_sent += br.sampled_sent;
-        r.sampled_lost += br.sampled_lost;
+        r.sampled_sent = r.sampled_sent.saturating_add(br.sampled_sent);
+        r.sampled_lost = r.sampled_lost.saturating_add(br.sampled_lost);
         r.banks.push(br);
     }
-    r.sampled_received = receiver.cells().iter().map(|c| c.count).sum();
+    r.sampled_received = receiver.cells().iter().fold(0u64, |acc, c| acc.saturating_add(c.count));
     if bucket_mass_sq > 0.0 {
         let mass = r.collapsed_samples as f64;
         r.effective_buckets = mass * mass / bucket_mass_sq;

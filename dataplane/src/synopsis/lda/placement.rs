@@ -1,18 +1,22 @@
 //! Where a packet goes: the paper's bank hash g(x) and row hash h(x), precomputed from a config
-//! into a form the per-packet path evaluates without branches or division.
+//! into a form the per-packet path evaluates with one data-dependent branch (sampled or not)
+//! and no division.
 //!
-//! Two independent streams are derived from the packet identity with the config seed:
+//! Two independent streams are derived from the packet identity with the config seed (the
+//! paper takes high and low bits of one hash; spec §8.13 allows either):
 //!
-//! - the **bank stream** u = derive(identity, bank seed), a uniform u64. Bank selection (either
-//!   mode of [`BankSelect`]) partitions the 2^64 values of u into at most one interval per bank,
-//!   laid out from 0 upwards; the remaining values mean "not sampled" (g(x) = 0). Leading-zero
-//!   selection is exactly such a partition: "z ≥ k" is "u < 2^(64−k)", so the bank with the
-//!   largest exponent owns the lowest interval.
-//! - the **row stream** derive(identity, row seed), reduced onto 0..m_j (Lemire). The sign s(x)
-//!   of the std-dev estimator is the low bit of the row: odd rows count +, even rows −
-//!   (the paper's rows 2i and 2i−1, numbered from 1).
+//! - the **bank stream** u, a uniform u64. Bank selection (either mode of [`BankSelect`])
+//!   partitions the 2^64 values of u into at most one interval per bank, laid out from 0
+//!   upwards; the remaining values mean "not sampled" (g(x) = 0). Leading-zero selection is
+//!   exactly such a partition: "z ≥ k" is "u < 2^(64−k)", so the bank with the largest
+//!   exponent owns the lowest interval.
+//! - the **row stream**, reduced onto 0..m_j (Lemire). The sign s(x) of the std-dev estimator
+//!   is the low bit of the row: odd rows count +, even rows − (the paper's rows 2i and 2i−1,
+//!   numbered from 1).
 //!
-//! The row stream is only computed for sampled packets. Nothing here allocates per packet.
+//! So a packet costs one hash for the bank choice, and a sampled packet one more for its row:
+//! the row bits cannot come from the bank hash, whose 64 bits the exact thresholds all use.
+//! A single bank with p = 1 skips the bank hash. Nothing here allocates per packet.
 
 use super::config::{BankSelect, LdaConfig, MAX_BANKS, exponent_of};
 use crate::synopsis::hash::{derive, mix64, reduce};
@@ -42,15 +46,18 @@ pub struct CellIndex {
 pub(crate) struct Placement {
     bank_key: u64,
     row_key: u64,
-    /// Banks n: the first n slots of `hi` are real.
+    /// Banks n: the first n slots of the per-interval arrays are real.
     n: usize,
-    /// Inclusive upper ends of the intervals of u, in increasing order.
+    /// One bank with p = 1: g(x) is constant and the bank hash is skipped.
+    samples_all: bool,
+    /// The largest sampled value of u (the last interval's upper end): above it, g(x) = 0.
+    sampled_max: u64,
+    /// Per interval t, in increasing order of u: its inclusive upper end, its bank, the bank's
+    /// first flat cell and its row count.
     hi: [u64; MAX_BANKS],
-    /// Per interval (and one past the last = "not sampled"): the bank, its first flat cell and
-    /// its row count (0 = not sampled).
-    bank: [u8; MAX_BANKS + 1],
-    first_cell: [u32; MAX_BANKS + 1],
-    rows: [u64; MAX_BANKS + 1],
+    bank: [u8; MAX_BANKS],
+    first_cell: [u32; MAX_BANKS],
+    rows: [u64; MAX_BANKS],
 }
 
 impl Placement {
@@ -74,37 +81,45 @@ impl Placement {
             bank_key: derive(cfg.seed, BANK_STREAM),
             row_key: derive(cfg.seed, ROW_STREAM),
             n,
+            samples_all: n == 1 && widths.first() == Some(&(1u128 << 64)),
+            sampled_max: 0,
             hi: [u64::MAX; MAX_BANKS],
-            bank: [0; MAX_BANKS + 1],
-            first_cell: [0; MAX_BANKS + 1],
-            rows: [0; MAX_BANKS + 1],
+            bank: [0; MAX_BANKS],
+            first_cell: [0; MAX_BANKS],
+            rows: [0; MAX_BANKS],
         };
         let mut upper: u128 = 0;
         for (t, &j) in order.iter().enumerate() {
             upper += widths.get(j).copied().unwrap_or(0);
-            // A validated config has widths ≥ 1 summing to ≤ 2^64, so upper − 1 fits a u64.
+            // A validated config has widths ≥ 1 summing to ≤ 2^64, so upper − 1 fits a u64
+            // (u64::MAX exactly when Σp = 1: every value is sampled).
             p.hi[t] = u64::try_from(upper.saturating_sub(1)).unwrap_or(u64::MAX);
             p.bank[t] = j as u8;
             p.first_cell[t] = first[j];
             p.rows[t] = u64::from(cfg.banks[j].rows);
+            p.sampled_max = p.hi[t];
         }
-        // When the widths sum to 2^64 (Σp = 1) the last upper end is u64::MAX: every value of u
-        // is sampled and the "not sampled" slot is never reached.
         p
     }
 
     /// The cell a packet updates, or `None` when no bank samples it (g(x) = 0).
     #[inline(always)]
     pub(crate) fn locate(&self, identity: u64) -> Option<CellIndex> {
-        // g(x): the interval index is the number of upper ends below u (no data-dependent
-        // branch; the trip count n is the same for every packet).
-        let u = mix64(identity ^ self.bank_key);
-        let t = self.hi.iter().take(self.n).map(|&h| usize::from(u > h)).sum::<usize>();
-        let rows = *self.rows.get(t)?;
-        if rows == 0 {
-            return None;
-        }
+        // g(x): "not sampled" is one comparison (the common case under tuned sampling); a
+        // sampled packet's interval index is the number of upper ends below u. `samples_all`
+        // and the trip count n are the same for every packet, so no branch depends on data
+        // except "is it sampled".
+        let t = if self.samples_all {
+            0
+        } else {
+            let u = mix64(identity ^ self.bank_key);
+            if u > self.sampled_max {
+                return None;
+            }
+            self.hi.iter().take(self.n).map(|&h| usize::from(u > h)).sum::<usize>()
+        };
         // h(x): uniform row in the chosen bank, from the independent row stream.
+        let rows = *self.rows.get(t)?;
         let row = reduce(mix64(identity ^ self.row_key), rows);
         let first = *self.first_cell.get(t)? as usize;
         Some(CellIndex { bank: usize::from(*self.bank.get(t)?), row, flat: first + row as usize })

@@ -8,42 +8,42 @@
 use super::config::LdaConfig;
 use serde::Serialize;
 
-/// Expected usable rows of one bank, E[U] = m (1 − p/m)^L: a row stays usable when none of the
-/// L lost packets is sampled into it (spec §4.5 [derived]).
+/// Expected usable rows of one bank, E\[U\] = m (1 − p/m)^L: a row stays usable when none of the
+/// L lost packets is sampled into it (spec §4.5 \[derived\]).
 pub fn expected_usable_rows(rows: u32, p: f64, lost: u64) -> f64 {
     let m = f64::from(rows);
     m * (1.0 - p / m).powf(lost as f64)
 }
 
-/// Expected effective sample size of one bank, E[S] = p R (1 − p/m)^L (spec §4.5).
+/// Expected effective sample size of one bank, E\[S\] = p R (1 − p/m)^L (spec §4.5).
 pub fn expected_samples(rows: u32, p: f64, received: u64, lost: u64) -> f64 {
     let m = f64::from(rows);
     p * received as f64 * (1.0 - p / m).powf(lost as f64)
 }
 
-/// Expected usable collapsed buckets of one bank, E[Ũ] = (m/2)(1 − 2p/m)^L (spec §4.5).
+/// Expected usable collapsed buckets of one bank, E\[Ũ\] = (m/2)(1 − 2p/m)^L (spec §4.5).
 pub fn expected_usable_buckets(rows: u32, p: f64, lost: u64) -> f64 {
     let m = f64::from(rows);
     m / 2.0 * (1.0 - 2.0 * p / m).powf(lost as f64)
 }
 
-/// Expected packets in usable buckets of one bank, E[S̃] = p R (1 − 2p/m)^L (spec §4.5).
+/// Expected packets in usable buckets of one bank, E\[S̃\] = p R (1 − 2p/m)^L (spec §4.5).
 pub fn expected_collapsed_samples(rows: u32, p: f64, received: u64, lost: u64) -> f64 {
     let m = f64::from(rows);
     p * received as f64 * (1.0 - 2.0 * p / m).powf(lost as f64)
 }
 
 /// The paper's lower bound (eq. 2) for one bank tuned with p = α m/(L + 1), valid for L ≥ m:
-/// E[S] ≥ α (1 − α) · m/(L + 1) · R.
+/// E\[S\] ≥ α (1 − α) · m/(L + 1) · R.
 pub fn samples_lower_bound(rows: u32, alpha: f64, received: u64, design_lost: u64) -> f64 {
     alpha * (1.0 - alpha) * f64::from(rows) / (design_lost as f64 + 1.0) * received as f64
 }
 
-/// Variance of one bank's effective sample size [derived here, not in the spec]: treating the
+/// Variance of one bank's effective sample size \[derived here, not in the spec\]: treating the
 /// rows as independent (Poissonisation, which slightly overstates it), row i holds
 /// c ~ Poisson(λ = pR/m) received sampled packets and is usable with probability
-/// q = (1 − p/m)^L independently of c, so Var[c·1{usable}] = λq + λ²q(1 − q) and
-/// Var[S] = m (λq + λ²q(1 − q)).
+/// q = (1 − p/m)^L independently of c, so Var\[c·1{usable}\] = λq + λ²q(1 − q) and
+/// Var\[S\] = m (λq + λ²q(1 − q)).
 pub fn samples_variance(rows: u32, p: f64, received: u64, lost: u64) -> f64 {
     let m = f64::from(rows);
     let lambda = p * received as f64 / m;
@@ -52,7 +52,7 @@ pub fn samples_variance(rows: u32, p: f64, received: u64, lost: u64) -> f64 {
 }
 
 /// The multiplier z of the mean's (1 − δ) confidence half-width z·σ/√S from the paper's
-/// eq. 1, Pr[|D − μ| ≥ εμ] ≤ 2 exp(−ε² S μ²/(2σ²)): z = sqrt(2 ln(2/δ)). For the paper's 98%
+/// eq. 1, Pr\[|D − μ| ≥ εμ\] ≤ 2 exp(−ε² S μ²/(2σ²)): z = sqrt(2 ln(2/δ)). For the paper's 98%
 /// intervals z = sqrt(2 ln 100) ≈ 3.035 (spec §4.5, §8.19). `None` unless 0 < level < 1.
 pub fn confidence_multiplier(level: f64) -> Option<f64> {
     if !(level > 0.0 && level < 1.0) {
@@ -79,7 +79,7 @@ pub fn expected_mean_relative_error(cv: f64, samples: f64) -> f64 {
 }
 
 /// Relative standard deviation of σ̂ ≈ (1 + 1/CV²)/sqrt(2 B_eff), with B_eff the mass-weighted
-/// number of usable collapsed buckets (spec §4.4 [derived]); mean |relative error| ≈ 0.8 × it.
+/// number of usable collapsed buckets (spec §4.4 \[derived\]); mean |relative error| ≈ 0.8 × it.
 pub fn std_dev_relative_std(cv: f64, effective_buckets: f64) -> f64 {
     (1.0 + 1.0 / (cv * cv)) / (2.0 * effective_buckets).sqrt()
 }
@@ -87,7 +87,7 @@ pub fn std_dev_relative_std(cv: f64, effective_buckets: f64) -> f64 {
 /// [`std_dev_relative_std`] widened by the sampling of the squared delays [derived here, not in
 /// the spec]: given which packets sit in usable buckets, F's expectation is the mean of their
 /// S̃ squared delays, not of all R, which adds a relative variance (κ − 1)/S̃ with
-/// κ = E[w⁴]/E[w²]². So relvar(F) ≈ 2/B_eff + (κ − 1)/S̃ and σ̂'s relative error is
+/// κ = E\[w⁴\]/E\[w²\]². So relvar(F) ≈ 2/B_eff + (κ − 1)/S̃ and σ̂'s relative error is
 /// (1 + 1/CV²)/2 times F's. The second term dominates when buckets hold few packets (high loss)
 /// and delays are heavy-tailed (κ ≈ 27 for Weibull β = 0.6).
 pub fn std_dev_relative_std_sampled(
@@ -104,15 +104,15 @@ pub fn std_dev_relative_std_sampled(
 /// `lost` lost packets, summed over its banks with their effective probabilities.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Expected {
-    /// E[usable cells].
+    /// E\[usable cells\].
     pub usable_cells: f64,
-    /// E[S].
+    /// E\[S\].
     pub samples: f64,
     /// Standard deviation of S ([`samples_variance`], summed over banks).
     pub samples_std: f64,
-    /// E[usable collapsed buckets].
+    /// E\[usable collapsed buckets\].
     pub usable_buckets: f64,
-    /// E[S̃].
+    /// E\[S̃\].
     pub collapsed_samples: f64,
 }
 

@@ -291,3 +291,52 @@ fn estimating_decoded_synopses_equals_estimating_the_originals() {
     assert_eq!(r.banks.iter().map(|x| x.sampled_lost).sum::<u64>(), r.sampled_lost);
     assert_eq!(r.sampled_sent - r.sampled_received, r.sampled_lost);
 }
+
+mod arbitrary_input {
+    use super::*;
+    use crate::synopsis::estimate::Estimate;
+    use proptest::prelude::*;
+
+    fn finite(m: &Result<Estimate, NoEstimate>) -> bool {
+        match m {
+            Ok(e) => {
+                e.value.is_finite() && e.interval.is_none_or(|iv| iv.low.is_finite() && iv.high.is_finite())
+            }
+            Err(_) => true,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Whatever a peer sends (any cell values within the widths), the estimator neither
+        /// panics (no overflow) nor reports a non-finite number.
+        #[test]
+        fn estimator_never_panics_or_goes_non_finite(
+            a in proptest::collection::vec((any::<u64>(), 0u64..4), 8),
+            b in proptest::collection::vec((any::<u64>(), 0u64..4), 8),
+            big in any::<bool>(),
+            totals in (any::<u64>(), any::<u64>()),
+        ) {
+            let mut cfg = LdaConfig::single_bank(4, 0.5, 1);
+            cfg.banks.push(BankConfig { rows: 4, p: 0.5 });
+            cfg.ts_bits = if big { 64 } else { 40 };
+            let (mut x, mut y) = (lda(&cfg), lda(&cfg));
+            // Counts near the top of the range exercise the saturating sums.
+            let count = |c: u64| if big { u64::MAX - c } else { c };
+            for (cell, (t, c)) in x.cells_mut().iter_mut().zip(&a) {
+                *cell = Cell { ts_sum: t & cfg.ts_mask(), count: count(*c) };
+            }
+            for (cell, (t, c)) in y.cells_mut().iter_mut().zip(&b) {
+                *cell = Cell { ts_sum: t & cfg.ts_mask(), count: count(*c) };
+            }
+            x.set_total_packets(totals.0);
+            y.set_total_packets(totals.1);
+            let r = estimate(&x, &y).unwrap();
+            prop_assert!(finite(&r.mean_delay) && finite(&r.std_dev) && finite(&r.second_moment));
+            prop_assert!(finite(&r.loss_rate) && finite(&r.sampled_loss_rate));
+            prop_assert!(r.effective_buckets.is_finite());
+            prop_assert!(r.usable_cells <= 8 && r.usable_buckets <= 4);
+        }
+    }
+}
