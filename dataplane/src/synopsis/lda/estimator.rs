@@ -30,6 +30,7 @@ use super::sizing::confidence_half_width;
 use super::state::{Cell, Lda};
 use crate::synopsis::Synopsis;
 use crate::synopsis::SynopsisConfig;
+use crate::synopsis::codec::DecodeError;
 use crate::synopsis::estimate::{Estimate, Measured, NoEstimate};
 use serde::Serialize;
 use thiserror::Error;
@@ -54,6 +55,14 @@ pub enum LdaEstimateError {
     /// The confidence level is not in (0, 1).
     #[error("confidence level {0} is not in (0, 1)")]
     BadConfidence(f64),
+    /// One point's encoded synopsis could not be decoded.
+    #[error("cannot decode the {point}'s LDA synopsis: {source}")]
+    Decode {
+        /// "sender" or "receiver".
+        point: &'static str,
+        /// Why.
+        source: DecodeError,
+    },
 }
 
 /// What one bank contributed.
@@ -158,6 +167,20 @@ fn compare(cfg: &LdaConfig, a: &Cell, b: &Cell) -> CellPair {
     let delay_sum =
         if usable { signed(b.ts_sum.wrapping_sub(a.ts_sum) & cfg.ts_mask(), cfg.ts_bits) } else { 0 };
     CellPair { usable, anomalous, lost: if anomalous { 0 } else { missing }, sent: a.count, delay_sum }
+}
+
+/// Decodes both points' encoded synopses (each must carry `cfg`'s fingerprint) and estimates
+/// with [`estimate`].
+pub fn estimate_encoded(
+    cfg: &LdaConfig,
+    sender: &[u8],
+    receiver: &[u8],
+) -> Result<LdaReport, LdaEstimateError> {
+    let a =
+        Lda::decode(cfg, sender).map_err(|source| LdaEstimateError::Decode { point: "sender", source })?;
+    let b = Lda::decode(cfg, receiver)
+        .map_err(|source| LdaEstimateError::Decode { point: "receiver", source })?;
+    estimate(&a, &b)
 }
 
 /// Estimates with the paper's 98% interval for the mean ([`DEFAULT_CONFIDENCE`]).

@@ -39,7 +39,7 @@
 //! Per core and epoch one [`Lda`] shard: `update` per packet, then at the boundary the control
 //! thread `merge`s the shards (cell-wise wrapping sums, exact), `encode`s, ships and `reset`s.
 //! The peer decodes the two points' synopses of the same segment and epoch and calls
-//! [`estimate`]. No I/O and no logging here.
+//! [`estimate`] (or hands the bytes to [`estimate_encoded`]). No I/O and no logging here.
 
 pub mod config;
 mod encoding;
@@ -57,7 +57,8 @@ mod stat_tests;
 pub use config::{BankConfig, BankSelect, BankTarget, DEFAULT_ALPHA, LdaConfig, MAX_BANKS, MAX_CELLS};
 pub use encoding::body_len;
 pub use estimator::{
-    BankReport, DEFAULT_CONFIDENCE, LdaEstimateError, LdaReport, estimate, estimate_with_confidence,
+    BankReport, DEFAULT_CONFIDENCE, LdaEstimateError, LdaReport, estimate, estimate_encoded,
+    estimate_with_confidence,
 };
 pub use placement::CellIndex;
 pub use state::{Cell, Lda};

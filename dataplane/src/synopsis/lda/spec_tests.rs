@@ -285,6 +285,20 @@ fn estimating_decoded_synopses_equals_estimating_the_originals() {
     let (a, b) = feed(&cfg, &pk);
     let (a2, b2) = (Lda::decode(&cfg, &a.encode()).unwrap(), Lda::decode(&cfg, &b.encode()).unwrap());
     assert_eq!(estimate(&a, &b).unwrap(), estimate(&a2, &b2).unwrap());
+    assert_eq!(estimate_encoded(&cfg, &a.encode(), &b.encode()).unwrap(), estimate(&a, &b).unwrap());
+    let short = &b.encode()[..20];
+    assert!(matches!(
+        estimate_encoded(&cfg, &a.encode(), short),
+        Err(LdaEstimateError::Decode { point: "receiver", .. })
+    ));
+    let other = LdaConfig { seed: 99, ..cfg.clone() };
+    assert!(matches!(
+        estimate_encoded(&other, &a.encode(), &b.encode()),
+        Err(LdaEstimateError::Decode {
+            point: "sender",
+            source: crate::synopsis::codec::DecodeError::ConfigMismatch { .. }
+        })
+    ));
     // Per-bank diagnostics add up.
     let r = estimate(&a, &b).unwrap();
     assert_eq!(r.banks.iter().map(|x| x.samples).sum::<u64>(), r.samples);
