@@ -32,13 +32,25 @@ pub(super) fn write_body(cfg: &LdaConfig, cells: &[Cell], total_packets: u64, w:
     w.reserve(body_len(cfg));
     w.u64(total_packets);
     // A cell is ts_sum's low tb bytes then count's low cb bytes: write both whole (8 bytes
-    // each, the second over the first's unused top) and emit the first tb + cb bytes.
-    let mut buf = [0u8; 16];
+    // each, the second over the first's unused top) into a stack block, flushed when full, so
+    // every copy has a fixed size.
+    let mut block = [0u8; 4096];
+    let mut used = 0;
     for c in cells {
-        buf[..8].copy_from_slice(&c.ts_sum.to_le_bytes());
-        buf[tb..tb + 8].copy_from_slice(&c.count.to_le_bytes());
-        w.bytes(&buf[..tb + cb]);
+        if used + 16 > block.len() {
+            w.bytes(&block[..used]);
+            used = 0;
+        }
+        block[used..used + 8].copy_from_slice(&c.ts_sum.to_le_bytes());
+        block[used + tb..used + tb + 8].copy_from_slice(&c.count.to_le_bytes());
+        used += tb + cb;
     }
+    w.bytes(&block[..used]);
+}
+
+/// The little-endian u64 in an 8-byte slice (0 for any other length, which callers never pass).
+fn le_u64(b: &[u8]) -> u64 {
+    <[u8; 8]>::try_from(b).map_or(0, u64::from_le_bytes)
 }
 
 /// All ones in the low `n` bytes.
@@ -60,18 +72,28 @@ pub(super) fn read_body(cfg: &LdaConfig, r: &mut Reader<'_>) -> Result<(Vec<Cell
     let (tb, cb) = (field_bytes(cfg.ts_bits), field_bytes(cfg.count_bits));
     let total = r.u64()?;
     let n = cfg.total_cells() as usize;
-    let block = r.bytes(n * (tb + cb))?;
+    let width = tb + cb;
+    let (ts_mask, count_mask) = (cfg.ts_mask(), cfg.count_mask());
+    let block = r.bytes(n * width)?;
     let mut cells = Vec::with_capacity(n);
-    let mut buf = [0u8; 16];
-    for chunk in block.chunks_exact(tb + cb) {
-        buf[..tb + cb].copy_from_slice(chunk);
-        let ts = u64::from_le_bytes([buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7]]);
-        let mut count_bytes = [0u8; 8];
-        count_bytes.copy_from_slice(&buf[tb..tb + 8]);
-        let count = u64::from_le_bytes(count_bytes);
+    let mut tail = [0u8; 16];
+    for i in 0..n {
+        let at = i * width;
+        // Read 16 bytes from the cell's start (fixed-size loads) and keep each field's own
+        // bytes; the last cells, closer than 16 bytes to the end, go through a copy.
+        let window = match block.get(at..at + 16) {
+            Some(w) => w,
+            None => {
+                let cell = block.get(at..at + width).unwrap_or(&[]);
+                tail[..cell.len()].copy_from_slice(cell);
+                &tail[..]
+            }
+        };
+        let ts = le_u64(&window[..8]) & byte_mask(tb);
+        let count = le_u64(&window[tb..tb + 8]) & byte_mask(cb);
         cells.push(Cell {
-            ts_sum: check_width(ts & byte_mask(tb), cfg.ts_mask(), "lda.cell.ts_sum")?,
-            count: check_width(count & byte_mask(cb), cfg.count_mask(), "lda.cell.count")?,
+            ts_sum: check_width(ts, ts_mask, "lda.cell.ts_sum")?,
+            count: check_width(count, count_mask, "lda.cell.count")?,
         });
     }
     Ok((cells, total))
