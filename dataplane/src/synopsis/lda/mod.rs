@@ -6,7 +6,7 @@
 //! # The algorithm
 //!
 //! Both points keep the same array of cells, n banks × m_j rows, each cell a timestamp sum T
-//! and a packet count S. Per packet (`Lda::update_raw`, paper §III-C):
+//! and a packet count S. Per packet ([`Lda::update_raw`], paper §III-C):
 //!
 //! ```text
 //! j ← g(x)        bank: j with probability p_j, or "not sampled" (the banks' sets are disjoint)
@@ -23,14 +23,17 @@
 //!
 //! # Where this implementation departs from the paper
 //!
-//! Each point is the spec's decision (lda.md §8); details in the module that implements it.
+//! Each point is the spec's decision (lda.md §8) unless marked; details in the module that
+//! implements it.
 //! - Bank selection: exact cumulative thresholds on a uniform u64 by default; the paper's
 //!   leading-zero trick as an option, with its nested (not nominal) probabilities ([`config`],
 //!   `placement`).
 //! - Bank and row hashes are two independent streams derived from the identity and the seed
 //!   (the paper takes high and low bits of one hash; both are allowed by §8.13).
 //! - Estimation: all banks combined, σ̂² clamped at 0 with a flag, a bucket usable only if both
-//!   its rows are, S_B > S_A counted as an anomaly, signed per-cell differences ([`estimator`]).
+//!   its rows are, S_B > S_A counted as an anomaly ([`estimator`]). Per-cell differences are
+//!   read as signed W-bit numbers (**our choice**; the spec reads them as non-negative) so a
+//!   negative clock offset gives a negative mean rather than a value near 2^W.
 //! - An unsampled total packet counter per point gives exact loss (§8.16; not in the paper).
 //! - The mean's interval is the paper's eq. 1 with σ̂ in place of the unknown σ ([`sizing`]).
 //!

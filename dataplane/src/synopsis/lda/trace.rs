@@ -144,7 +144,7 @@ impl GroundTruth {
         self.std_dev() / self.mean()
     }
 
-    /// κ = E[w⁴]/E[w²]², the normalised fourth moment that sets how much the squared delays of
+    /// κ = E\[w⁴\]/E\[w²\]², the normalised fourth moment that sets how much the squared delays of
     /// a sample vary.
     pub fn fourth_moment_ratio(&self) -> f64 {
         let m2 = self.mean_square();
