@@ -11,10 +11,10 @@
 use std::time::Instant;
 use wirelat_dataplane::sim::{DelayModel, LossModel};
 use wirelat_dataplane::synopsis::Synopsis;
+use wirelat_dataplane::synopsis::lda::segment::{SegmentPair, SegmentSim, feed};
 use wirelat_dataplane::synopsis::lda::sizing::{
     expected, expected_mean_relative_error, samples_lower_bound, std_dev_relative_std_sampled,
 };
-use wirelat_dataplane::synopsis::lda::trace::{SegmentPair, SegmentSim, feed};
 use wirelat_dataplane::synopsis::lda::{BankTarget, DEFAULT_ALPHA, Lda, LdaConfig, estimate};
 
 const MEAN_PS: f64 = 200_000.0;

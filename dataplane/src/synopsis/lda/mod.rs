@@ -48,9 +48,9 @@ pub mod config;
 mod encoding;
 pub mod estimator;
 mod placement;
+pub mod segment;
 pub mod sizing;
 mod state;
-pub mod trace;
 
 #[cfg(test)]
 mod spec_tests;

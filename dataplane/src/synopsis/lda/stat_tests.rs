@@ -1,10 +1,10 @@
 //! Seeded statistical tests at CI size against the ground truth of simulated segments
-//! (`trace`), with Weibull and Pareto delays and uniform and bursty loss. Every tolerance is a
+//! (`segment`), with Weibull and Pareto delays and uniform and bursty loss. Every tolerance is a
 //! number of standard errors from the spec's formulas (§4.4, §4.5), written next to it. The
 //! full-size (N = 5M) reproduction of the paper's claims is `examples/lda_repro.rs`.
 
+use super::segment::{GroundTruth, SegmentPair, SegmentSim, feed};
 use super::sizing::{expected, samples_lower_bound, std_dev_relative_std_sampled};
-use super::trace::{GroundTruth, SegmentPair, SegmentSim, feed};
 use super::*;
 use crate::sim::{DelayModel, LossModel};
 use crate::synopsis::Synopsis;
