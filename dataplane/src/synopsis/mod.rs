@@ -20,6 +20,7 @@ pub mod estimate;
 pub mod fridge;
 pub mod hash;
 pub mod lds;
+pub mod lda;
 
 use crate::packet::{Exchange, FlowKey};
 use codec::{DecodeError, Reader, Writer};
