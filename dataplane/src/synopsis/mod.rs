@@ -18,6 +18,7 @@
 pub mod codec;
 pub mod estimate;
 pub mod hash;
+pub mod rda;
 
 use crate::packet::{Exchange, FlowKey};
 use codec::{DecodeError, Reader, Writer};
