@@ -86,11 +86,10 @@ impl TimestampCache {
         (mix64(id ^ self.key) as usize) & self.mask
     }
 
-    /// Loads the id stored in `id`'s home slot, so that a burst can start the memory accesses
-    /// of all its packets before the first insert (a software prefetch without `unsafe`).
+    /// Address of the first slot `id` probes (a prefetch hint; never dereferenced here).
     #[inline(always)]
-    pub fn touch(&self, id: u64) -> u64 {
-        self.slots.get(self.home(id)).map_or(0, |s| s.id)
+    pub fn slot_ptr(&self, id: u64) -> *const u8 {
+        self.slots.as_ptr().wrapping_add(self.home(id)).cast()
     }
 
     /// Caches `id` (≠ 0) seen at `ts_ns`. Never allocates.

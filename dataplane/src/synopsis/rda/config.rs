@@ -59,10 +59,11 @@ pub enum Binding {
         /// Safety margin on the estimated difference (spec §5.3: ≈ 0.5).
         #[serde(default = "default_slack")]
         slack: f64,
-        /// Attempts including the first; each retry doubles m.
+        /// Attempts including the first; each retry doubles m (default 6).
         #[serde(default = "default_attempts")]
         max_attempts: u32,
-        /// Values in the bottom-k MinHash signature each point ships.
+        /// Values in the bottom-k MinHash signature each point ships (default 4,096: d̂ resolves
+        /// differences down to about n/4,096).
         #[serde(default = "default_signature_len")]
         signature_len: u32,
     },
@@ -78,15 +79,17 @@ fn default_slack() -> f64 {
     0.5
 }
 fn default_attempts() -> u32 {
-    3
+    6
 }
 fn default_signature_len() -> u32 {
-    256
+    4096
 }
 
 impl Binding {
-    /// Late binding with the spec's recommended margins (m_min 1,024, slack 0.5, 3 attempts,
-    /// 256-value signatures).
+    /// Late binding with the spec's recommended margins (m_min 1,024, slack 0.5), 4,096-value
+    /// signatures (32 KiB per point and epoch) and 6 attempts. MinHash cannot see a
+    /// difference much below n/K (P16: with K = 256 and n = 2M, d̂ is 0 up to d ≈ 10,000);
+    /// the doubling retries carry the sizing there, at most twice the bytes of the final round.
     pub fn late() -> Self {
         Binding::LateBinding {
             min_buckets_per_bank: default_min_buckets(),

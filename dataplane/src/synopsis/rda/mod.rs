@@ -17,8 +17,8 @@
 //! fingerprint is checked by every decoder).
 //!
 //! How the runtime and the peer use it, per epoch:
-//! 1. Workers call [`Synopsis::update`] (or [`Rda::update_burst`], which overlaps the cache
-//!    misses of a burst) on their shard. No allocation, lock or I/O.
+//! 1. Workers call [`Synopsis::update`] on their shard (and may prefetch
+//!    [`Rda::prefetch_target`] a few packets ahead). No allocation, lock or I/O.
 //! 2. The control thread [`Synopsis::merge`]s the shards (buckets add, caches unite; an id
 //!    seen on two cores is a duplicate and its later copy leaves the merged buckets), then
 //!    ships [`Synopsis::encode`] (online: counters + bucket array; late binding: counters +
@@ -151,22 +151,13 @@ impl Rda {
         }
     }
 
-    /// Folds a burst in, touching every packet's cache slot first so that the burst's cache
-    /// misses overlap instead of queueing one after the other. Same result as calling
-    /// `update` on each observation in order.
-    #[inline]
-    pub fn update_burst(&mut self, burst: &[Observation<'_>]) {
-        const AHEAD: usize = 16;
-        for chunk in burst.chunks(AHEAD) {
-            let mut acc = 0u64;
-            for o in chunk {
-                acc ^= self.cache.touch(packet_id(o.identity));
-            }
-            std::hint::black_box(acc);
-            for o in chunk {
-                self.update_raw(o.identity, o.flow_hash, o.ts_ns);
-            }
-        }
+    /// Address of the cache slot `identity` probes first, for the worker to prefetch a few
+    /// packets ahead (`rte_prefetch0` in the DPDK layer): with a DRAM-sized cache the update
+    /// costs about one cache and TLB miss per packet, which only a real (non-blocking)
+    /// prefetch can overlap. Never dereferenced here; any value is a harmless hint.
+    #[inline(always)]
+    pub fn prefetch_target(&self, identity: u64) -> *const u8 {
+        self.cache.slot_ptr(packet_id(identity))
     }
 
     /// The per-epoch counters.

@@ -189,7 +189,8 @@ mod tests {
         assert_eq!(buckets_for(&cfg, 1e12), 1 << 20, "m_max");
         assert_eq!(buckets_for(&cfg, f64::INFINITY), 1 << 20);
         assert_eq!(next_attempt(&cfg, 3_000, 1), Some(6_000));
-        assert_eq!(next_attempt(&cfg, 6_000, 3), None, "3 attempts");
+        assert_eq!(next_attempt(&cfg, 6_000, 5), Some(12_000));
+        assert_eq!(next_attempt(&cfg, 12_000, 6), None, "6 attempts");
         assert_eq!(next_attempt(&cfg, 1 << 20, 1), None, "at the cap");
         let online = RdaConfig::online(2, 500, 16);
         assert_eq!(buckets_for(&online, 1e6), 500);
