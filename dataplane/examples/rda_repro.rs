@@ -9,6 +9,7 @@
 //! Run: `cargo run --release -p wirelat-dataplane --no-default-features --example rda_repro`
 //! Options: `--packets N` (default 2041744), `--seeds S` (seeds for d ≤ 2,000; half above),
 //! `--quick` (200,000 packets, 3 seeds), `--only compare|decode|late` (one section),
+//! `--max-d D` (compare only d ≤ D),
 //! `--absolute` (timestamps as Unix-epoch ns instead of
 //! ns since the window start; the spec's reference simulation used window-relative ones).
 
@@ -202,7 +203,8 @@ fn main() {
     let run = |section: &str| only.as_deref().is_none_or(|o| o == section);
 
     if run("compare") {
-        compare_section(packets, seeds, start_ns);
+        let max_d = arg("--max-d").unwrap_or(u64::MAX) as usize;
+        compare_section(packets, seeds, start_ns, max_d);
     }
     if run("decode") {
         decode_section();
@@ -217,7 +219,7 @@ fn spec_at(start_ns: u64, packets: usize, d: usize, seed: u64) -> TraceSpec {
     TraceSpec { start_ns, ..TraceSpec::paper(packets, d, seed) }
 }
 
-fn compare_section(packets: usize, seeds: u64, start_ns: u64) {
+fn compare_section(packets: usize, seeds: u64, start_ns: u64, max_d: usize) {
     let spec = |packets: usize, d: usize, seed: u64| spec_at(start_ns, packets, d, seed);
     println!(
         "## RDA vs LDA vs FineComb-ideal at 120,000 B ({packets} sender packets, Weibull 0.6, scale 33,230 ns)"
@@ -239,13 +241,24 @@ fn compare_section(packets: usize, seeds: u64, start_ns: u64) {
     let cfg = RdaConfig::online(2, 2_500, packets as u64 + 20_000);
     let mut a = Rda::new(&cfg).expect("valid config");
     let mut b = Rda::new(&cfg).expect("valid config");
-    for d in [0usize, 500, 1000, 1500, 2000, 2500, 3000, 4000, 6000, 8000, 10000] {
+    // σ errors for d ≤ 2,500: (per-d medians, all runs) for RDA and FC-ideal.
+    let (mut rda_sd, mut fc_sd) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+    for d in [0usize, 500, 1000, 1500, 2000, 2500, 3000, 4000, 6000, 8000, 10000]
+        .into_iter()
+        .filter(|&d| d <= max_d)
+    {
         let n_seeds = if d <= 2000 { seeds } else { (seeds / 2).max(1) };
         let mut row = Row::default();
         for s in 0..n_seeds {
             let seed = 1_000 * d as u64 + s;
             let t = generate(&spec(packets, d, seed)).expect("valid trace");
             compare(&t, d, seed, &mut a, &mut b, &mut row);
+        }
+        if d <= 2500 {
+            rda_sd.0.extend(median(&row.rda_sd));
+            rda_sd.1.extend_from_slice(&row.rda_sd);
+            fc_sd.0.extend(median(&row.fc_sd));
+            fc_sd.1.extend_from_slice(&row.fc_sd);
         }
         println!(
             "| {d} | {}/{} | {:.4} | {} / {} | {} | {} | {} | {} | {} |",
@@ -262,8 +275,18 @@ fn compare_section(packets: usize, seeds: u64, start_ns: u64) {
         );
     }
     println!();
+    let geo = |v: &[f64]| {
+        (!v.is_empty()).then(|| (v.iter().map(|x| x.max(1e-300).ln()).sum::<f64>() / v.len() as f64).exp())
+    };
+    println!(
+        "σ error pooled over d ≤ 2,500: geometric mean of per-d medians RDA {} vs FC-ideal {}; median of all runs RDA {} vs FC-ideal {}.",
+        fmt(geo(&rda_sd.0)),
+        fmt(geo(&fc_sd.0)),
+        fmt(median(&rda_sd.1)),
+        fmt(median(&fc_sd.1)),
+    );
+    println!();
 }
-
 fn decode_section() {
     println!("## Decoding only at 5,000 buckets in total, 20 seeds, lost = reordered = d/2");
     println!();

@@ -137,7 +137,7 @@ pub struct Aggregates {
 
 /// Mean and variance sums of two banks of equal geometry (Algorithm 2 corrected): a bucket
 /// pair is useful iff ID_A = ID_B, Δ_A = Δ_B and Δ_A > 0 (P6); within each bank the useful
-/// buckets are collapsed in ascending order, pairs (Ψ[2c], Ψ[2c+1]), an odd leftover unused
+/// buckets are collapsed in ascending order, pairs (Ψ\[2c\], Ψ\[2c+1\]), an odd leftover unused
 /// (P5).
 pub fn aggregate(sender: &Banks, receiver: &Banks) -> Aggregates {
     let mut g = Aggregates::default();
