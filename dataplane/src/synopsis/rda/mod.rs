@@ -22,12 +22,14 @@
 //! 2. The control thread [`Synopsis::merge`]s the shards (buckets add, caches unite; an id
 //!    seen on two cores is a duplicate and its later copy leaves the merged buckets), then
 //!    ships [`Synopsis::encode`] (online: counters + bucket array; late binding: counters +
-//!    MinHash signature). The cache is not part of that encoding: the control thread keeps it
-//!    ([`Rda::take_cache`]) for a retention time to answer the peer's look-ups
-//!    ([`TimestampSource`]), and may export it with [`wire::encode_cache`].
+//!    MinHash signature, computed from the cache: encode before taking the cache). The cache
+//!    is not part of that encoding: the control thread keeps it ([`Rda::take_cache`]) for a
+//!    retention time to answer the peer's look-ups ([`TimestampSource`]), and may export it
+//!    with [`wire::encode_cache`].
 //! 3. Late binding only: the decoder picks m from both signatures ([`late::choose_buckets`]),
-//!    each point builds and ships its banks ([`Rda::bind`], [`wire::encode_banks`]), and an
-//!    incomplete decode is retried with 2m ([`sizing::next_attempt`]).
+//!    each point builds and ships its banks from its retained cache ([`banks_from_cache`] or
+//!    [`Rda::bind`], [`wire::encode_banks`]), and an incomplete decode is retried with 2m
+//!    ([`sizing::next_attempt`]). [`late::run_local`] is the reference sequence.
 //! 4. The decoding point (the paper: the sender) runs [`reconcile`] on the two banks with its
 //!    own cache and a [`TimestampSource`] for the other point.
 //!
