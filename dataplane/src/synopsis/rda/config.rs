@@ -101,7 +101,8 @@ impl Binding {
     }
 }
 
-/// Configuration of the Reconcilable Difference Aggregator.
+/// Configuration of the Reconcilable Difference Aggregator. Both points must agree on every
+/// field except `cache_capacity` (see the fingerprint).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RdaConfig {
@@ -154,6 +155,15 @@ impl RdaConfig {
     /// Late-binding mode with the spec's margins (see [`Binding::late`]).
     pub fn late_binding(banks: u32, cache_capacity: u64) -> Self {
         Self { binding: Binding::late(), ..Self::online(banks, 1, cache_capacity) }
+    }
+
+    /// Bytes one shard allocates: the cache's slot table (16 B per slot, the next power of
+    /// two ≥ 4/3 · capacity) plus, online, the k·m buckets (24 B each).
+    pub fn shard_bytes(&self) -> u64 {
+        let c = self.cache_capacity.max(1);
+        let slots = (c + c / 3 + 1).checked_next_power_of_two().unwrap_or(u64::MAX / 16).max(2);
+        let buckets = self.online_buckets_per_bank().map_or(0, |m| self.banks as u64 * m as u64);
+        slots.saturating_mul(16).saturating_add(buckets * 24)
     }
 
     /// The same configuration with another seed.
@@ -226,6 +236,18 @@ pub(crate) fn check_total_buckets(banks: u32, buckets_per_bank: u64) -> Result<(
 
 impl SynopsisConfig for RdaConfig {
     const KIND: SynopsisKind = SynopsisKind::Rda;
+
+    /// xxh3 of the kind byte and the postcard encoding of the configuration with
+    /// `cache_capacity` zeroed: the capacity sizes one point's memory and may differ between
+    /// the two points; everything else (k, binding, sampling, seed) must match.
+    fn fingerprint(&self) -> u64 {
+        let shared = RdaConfig { cache_capacity: 0, ..self.clone() };
+        let mut bytes = vec![Self::KIND as u8];
+        if let Ok(body) = postcard::to_allocvec(&shared) {
+            bytes.extend_from_slice(&body);
+        }
+        xxhash_rust::xxh3::xxh3_64(&bytes)
+    }
 
     fn validate(&self) -> Result<(), ConfigError> {
         if self.banks == 0 || self.banks as usize > MAX_BANKS {
@@ -365,6 +387,13 @@ mod tests {
         assert_ne!(a.fingerprint(), a.clone().with_seed(7).fingerprint());
         assert_ne!(a.fingerprint(), RdaConfig::online(2, 101, 1000).fingerprint());
         assert_ne!(a.fingerprint(), RdaConfig { sample_probability: 0.5, ..a.clone() }.fingerprint());
+        assert_eq!(
+            a.fingerprint(),
+            RdaConfig { cache_capacity: 77, ..a.clone() }.fingerprint(),
+            "the cache capacity is local to a point"
+        );
+        // 1,000 ids → 2,048 slots of 16 B; 2·100 buckets of 24 B.
+        assert_eq!(a.shard_bytes(), 2_048 * 16 + 200 * 24);
         let seeds = [a.bank_seed(0), a.bank_seed(1), a.cache_seed(), a.sample_seed(), a.minhash_seed()];
         for i in 0..seeds.len() {
             for j in i + 1..seeds.len() {

@@ -12,7 +12,7 @@ use super::peel::{PeelGuards, Side};
 use super::sizing::{self, DifferenceEstimate, MinHashSignature};
 use super::wire::encode_banks;
 use super::{Rda, RdaConfig};
-use crate::synopsis::Synopsis;
+use crate::synopsis::{Synopsis, SynopsisConfig};
 use crate::synopsis::estimate::NoEstimate;
 use serde::{Deserialize, Serialize};
 
@@ -62,7 +62,7 @@ pub fn run_local(sender: &Rda, receiver: &Rda, decoder: Side, guards: &PeelGuard
     let sizing = choose_buckets(cfg, &sender.signature(), &receiver.signature());
     let mut outcome =
         LateOutcome { sizing, attempts: Vec::new(), report: RdaReport::unavailable(NoEstimate::NoPackets) };
-    if cfg != receiver.config() {
+    if cfg.fingerprint() != receiver.config().fingerprint() {
         outcome.report = RdaReport::unavailable(NoEstimate::ConfigMismatch);
         return outcome;
     }

@@ -297,7 +297,8 @@ impl Synopsis for Rda {
 
 /// Online mode: reconciles and estimates from the two points' epoch values (`sender`, then
 /// `receiver`), with the decoding point's cache and a look-up for the other point. Refuses
-/// (`ConfigMismatch`) values of different configurations or without banks.
+/// values of different configurations (`ConfigMismatch`; the cache capacity may differ) or
+/// without banks.
 pub fn estimate(
     sender: &Rda,
     receiver: &Rda,
@@ -305,7 +306,7 @@ pub fn estimate(
     remote: &dyn TimestampSource,
     guards: &PeelGuards,
 ) -> RdaReport {
-    if sender.config() != receiver.config() {
+    if sender.config().fingerprint() != receiver.config().fingerprint() {
         return RdaReport::unavailable(NoEstimate::ConfigMismatch);
     }
     match (sender.banks(), receiver.banks()) {

@@ -328,6 +328,23 @@ fn clock_offset_shifts_the_mean_exactly() {
 }
 
 #[test]
+fn points_may_size_their_caches_differently() {
+    let t = sim::generate(&TraceSpec::paper(3_000, 40, 21)).unwrap();
+    let a = point(&online(2, 256, 3_000), &t.sender);
+    let b = point(&online(2, 256, 9_000), &t.receiver);
+    let shipped = Rda::decode(a.config(), &b.encode()).unwrap();
+    let r = estimate(
+        &a,
+        &shipped,
+        LocalCache { side: Side::Sender, cache: a.cache() },
+        b.cache(),
+        &PeelGuards::default(),
+    );
+    assert!(r.reconciliation.complete);
+    assert_eq!(r.mean_ns.unwrap().value, t.truth.mean_ns());
+}
+
+#[test]
 fn decoding_at_the_receiver_gives_the_same_answer() {
     let cfg = online(2, 512, 8_000);
     let t = sim::generate(&TraceSpec::paper(5_000, 200, 9)).unwrap();
