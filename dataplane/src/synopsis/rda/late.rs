@@ -12,8 +12,8 @@ use super::peel::{PeelGuards, Side};
 use super::sizing::{self, DifferenceEstimate, MinHashSignature};
 use super::wire::encode_banks;
 use super::{Rda, RdaConfig};
-use crate::synopsis::{Synopsis, SynopsisConfig};
 use crate::synopsis::estimate::NoEstimate;
+use crate::synopsis::{Synopsis, SynopsisConfig};
 use serde::{Deserialize, Serialize};
 
 /// The decoding point's choice of m.

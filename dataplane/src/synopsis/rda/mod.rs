@@ -75,11 +75,12 @@ pub struct RdaCounters {
 }
 
 impl RdaCounters {
+    /// Adds a shard's counters (saturating: decoded values come from the wire).
     fn add(&mut self, o: &RdaCounters) {
-        self.seen += o.seen;
-        self.sampled_out += o.sampled_out;
-        self.duplicates += o.duplicates;
-        self.cache_full += o.cache_full;
+        self.seen = self.seen.saturating_add(o.seen);
+        self.sampled_out = self.sampled_out.saturating_add(o.sampled_out);
+        self.duplicates = self.duplicates.saturating_add(o.duplicates);
+        self.cache_full = self.cache_full.saturating_add(o.cache_full);
     }
 }
 
@@ -246,21 +247,22 @@ impl Synopsis for Rda {
                 CacheInsert::Inserted => {}
                 CacheInsert::Duplicate { previous_ts_ns } => {
                     dropped += 1;
-                    self.counters.duplicates += 1;
+                    self.counters.duplicates = self.counters.duplicates.saturating_add(1);
                     if let Some(b) = &mut self.banks {
                         b.delete(id, ts.max(previous_ts_ns));
                     }
                 }
                 CacheInsert::Full => {
                     dropped += 1;
-                    self.counters.cache_full += 1;
+                    self.counters.cache_full = self.counters.cache_full.saturating_add(1);
                     if let Some(b) = &mut self.banks {
                         b.delete(id, ts);
                     }
                 }
             }
         }
-        self.counters.cached = (self.counters.cached + other.counters.cached).saturating_sub(dropped);
+        self.counters.cached =
+            self.counters.cached.saturating_add(other.counters.cached).saturating_sub(dropped);
         if other.signature.is_some() || self.signature.is_some() {
             // Signatures of decoded values cannot be merged exactly; recompute from caches.
             self.signature = None;

@@ -77,7 +77,7 @@ pub struct DifferenceEstimate {
 /// d̂ from the two points' signatures (spec §6.4).
 pub fn estimate_difference(a: &MinHashSignature, b: &MinHashSignature) -> DifferenceEstimate {
     let size_gap = a.set_size.abs_diff(b.set_size) as f64;
-    let total = (a.set_size + b.set_size) as f64;
+    let total = a.set_size as f64 + b.set_size as f64; // wire values: no u64 overflow
     // A signature with fewer values than ids is truncated at its K-th smallest hash, which is
     // at least the union's K-th smallest: the union's K smallest values are all decided by
     // both signatures. Two complete signatures (sets below K) decide the whole union.

@@ -733,7 +733,11 @@ mod fuzz {
                     crate::synopsis::codec::write_header(&mut w, crate::synopsis::SynopsisKind::Rda, 1, cfg.fingerprint());
                 }
                 bytes.extend_from_slice(&body);
-                let _ = Rda::decode(&cfg, &bytes);
+                if let Ok(v) = Rda::decode(&cfg, &bytes) {
+                    // A decoded late-binding value feeds the sizing decision.
+                    let s = late::choose_buckets(&cfg, &v.signature(), &v.signature());
+                    prop_assert!(s.buckets_per_bank >= 1);
+                }
                 let _ = wire::decode_banks(&cfg, &bytes);
                 let _ = wire::decode_cache(&cfg, &bytes);
             }
@@ -760,4 +764,28 @@ mod fuzz {
             prop_assert!(r.reconciliation.pops <= 4 * 2 * 4 + 16);
         }
     }
+}
+
+#[test]
+fn sizing_from_extreme_wire_signatures_does_not_panic() {
+    let huge = MinHashSignature { set_size: u64::MAX, mins: vec![1, 2, 3] };
+    let other = MinHashSignature { set_size: u64::MAX, mins: vec![4, 5, 6] };
+    let cfg = RdaConfig::late_binding(2, 100);
+    let s = late::choose_buckets(&cfg, &huge, &other);
+    assert_eq!(s.buckets_per_bank, 1 << 20, "capped at m_max");
+}
+
+#[test]
+fn merging_decoded_values_with_extreme_counters_does_not_panic() {
+    // Counters come from the wire in a decoded value; merging two must saturate, not overflow.
+    let cfg = online(2, 4, 8);
+    let p = point(&cfg, &[seen(1, 1)]);
+    let mut bytes = p.encode();
+    for b in &mut bytes[11..51] {
+        *b = 0xff;
+    }
+    let mut x = Rda::decode(&cfg, &bytes).unwrap();
+    let y = x.clone();
+    x.merge(&y).unwrap();
+    assert_eq!(x.counters().seen, u64::MAX);
 }
