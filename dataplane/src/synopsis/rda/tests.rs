@@ -789,3 +789,42 @@ fn merging_decoded_values_with_extreme_counters_does_not_panic() {
     x.merge(&y).unwrap();
     assert_eq!(x.counters().seen, u64::MAX);
 }
+
+#[test]
+fn a_collector_with_shipped_values_and_exported_caches_gives_the_same_estimate() {
+    // Everything crosses the "network" as bytes: both epoch values and both cache exports.
+    for cfg in [online(2, 512, 8_000), RdaConfig::late_binding(2, 8_000)] {
+        let t = sim::generate(&TraceSpec::paper(5_000, 300, 31)).unwrap();
+        let (a, b) = (point(&cfg, &t.sender), point(&cfg, &t.receiver));
+        let (a_bytes, b_bytes) = (a.encode(), b.encode());
+        let (ca, cb) = (wire::encode_cache(&cfg, a.cache()), wire::encode_cache(&cfg, b.cache()));
+        let (a2, b2) = (Rda::decode(&cfg, &a_bytes).unwrap(), Rda::decode(&cfg, &b_bytes).unwrap());
+        let (ca2, cb2) = (wire::decode_cache(&cfg, &ca).unwrap(), wire::decode_cache(&cfg, &cb).unwrap());
+        let g = PeelGuards::default();
+        let (here, there) = if cfg.is_late_binding() {
+            let s = late::choose_buckets(&cfg, &a2.signature(), &b2.signature());
+            assert_eq!(s, late::choose_buckets(&cfg, &a.signature(), &b.signature()));
+            let m = s.buckets_per_bank;
+            let ship = |c: &TimestampCache| {
+                wire::decode_banks(&cfg, &wire::encode_banks(&cfg, &banks_from_cache(&cfg, c, m))).unwrap()
+            };
+            let here =
+                reconcile(&ship(&ca2), &ship(&cb2), LocalCache { side: Side::Sender, cache: &ca2 }, &cb2, &g);
+            let there = reconcile(
+                &a.bind(m),
+                &b.bind(m),
+                LocalCache { side: Side::Sender, cache: a.cache() },
+                b.cache(),
+                &g,
+            );
+            (here, there)
+        } else {
+            let here = estimate(&a2, &b2, LocalCache { side: Side::Sender, cache: &ca2 }, &cb2, &g);
+            let there = estimate(&a, &b, LocalCache { side: Side::Sender, cache: a.cache() }, b.cache(), &g);
+            (here, there)
+        };
+        assert!(here.reconciliation.complete, "late = {}", cfg.is_late_binding());
+        assert_eq!(here, there);
+        assert_eq!(here.mean_ns.unwrap().value, t.truth.mean_ns());
+    }
+}
