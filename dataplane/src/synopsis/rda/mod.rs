@@ -105,14 +105,14 @@ fn derive_key(seed: u64) -> u64 {
 }
 
 impl Rda {
-    fn with_cache(cfg: &RdaConfig, cache: TimestampCache) -> Self {
+    fn with_parts(cfg: &RdaConfig, cache: TimestampCache, banks: Option<Banks>) -> Self {
         let coin = cfg.coin();
         Self {
             cfg: cfg.clone(),
             coin,
             sample_all: coin.probability() >= 1.0,
             sample_key: derive_key(cfg.sample_seed()),
-            banks: cfg.online_buckets_per_bank().map(|m| Banks::new(cfg, m)),
+            banks,
             cache,
             counters: RdaCounters::default(),
             signature: None,
@@ -217,7 +217,8 @@ impl Synopsis for Rda {
 
     fn new(cfg: &RdaConfig) -> Result<Self, ConfigError> {
         cfg.validate()?;
-        Ok(Self::with_cache(cfg, TimestampCache::new(cfg.cache_capacity as usize, cfg.cache_seed())))
+        let cache = TimestampCache::new(cfg.cache_capacity as usize, cfg.cache_seed());
+        Ok(Self::with_parts(cfg, cache, cfg.online_buckets_per_bank().map(|m| Banks::new(cfg, m))))
     }
 
     fn new_carry(_cfg: &RdaConfig) {}
@@ -287,12 +288,16 @@ impl Synopsis for Rda {
         cfg.validate().map_err(|e| DecodeError::Invalid { field: "config", reason: e.to_string() })?;
         let (counters, body) = wire::read_epoch_body(cfg, r)?;
         // A decoded value carries no cache: a one-slot placeholder, not the configured table.
-        let mut s = Self::with_cache(cfg, TimestampCache::new(1, cfg.cache_seed()));
+        let placeholder = TimestampCache::new(1, cfg.cache_seed());
+        let mut s = match body {
+            wire::EpochBody::Banks(b) => Self::with_parts(cfg, placeholder, Some(b)),
+            wire::EpochBody::Signature(sig) => {
+                let mut s = Self::with_parts(cfg, placeholder, None);
+                s.signature = Some(sig);
+                s
+            }
+        };
         s.counters = counters;
-        match body {
-            wire::EpochBody::Banks(b) => s.banks = Some(b),
-            wire::EpochBody::Signature(sig) => s.signature = Some(sig),
-        }
         Ok(s)
     }
 }
