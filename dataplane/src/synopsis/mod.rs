@@ -21,6 +21,7 @@ pub mod fridge;
 pub mod hash;
 pub mod lds;
 pub mod lda;
+pub mod rda;
 
 use crate::packet::{Exchange, FlowKey};
 use codec::{DecodeError, Reader, Writer};

@@ -1,0 +1,158 @@
+//! RDA benches: per-packet update including the cache append (online and late-binding
+//! modes, L3-sized and DRAM-sized caches), decode time against the
+//! difference size d, merge, encodings and the late-binding epoch-end steps.
+//!
+//! Run: `cargo bench --no-default-features --bench rda`
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use rand::{Rng, SeedableRng};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+use wirelat_dataplane::packet::FlowKey;
+use wirelat_dataplane::synopsis::rda::sim::{TraceSpec, generate};
+use wirelat_dataplane::synopsis::rda::{LocalCache, PeelGuards, Rda, RdaConfig, Side, reconcile, wire};
+use wirelat_dataplane::synopsis::{Observation, Synopsis};
+
+/// A realistic key stream: distinct random identities (the packet layer's xxh3 output is
+/// uniform) with increasing timestamps.
+fn keys(n: usize, seed: u64) -> Vec<(u64, u64)> {
+    let mut r = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+    let mut ts = 1_700_000_000_000_000_000u64;
+    (0..n)
+        .map(|_| {
+            ts += r.random_range(1..200);
+            (r.random::<u64>(), ts)
+        })
+        .collect()
+}
+
+/// CPU time this thread has run (user + system), from /proc/thread-self/stat, in clock ticks
+/// of 10 ms. The bench machine is shared by several builds at once: wall time there mostly
+/// measures the scheduler, on-CPU time measures the code (still inflated by the cache
+/// pollution of the processes sharing the core). Falls back to wall time off Linux.
+fn thread_cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// Times `run` by on-CPU time when available (see [`thread_cpu_time`]), else by wall time.
+fn timed(run: impl FnOnce()) -> Duration {
+    let (c0, w0) = (thread_cpu_time(), Instant::now());
+    run();
+    match (c0, thread_cpu_time()) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => w0.elapsed(),
+    }
+}
+
+/// One epoch of `n` packets into a reset structure per iteration; only the updates are timed
+/// (on-CPU time, see [`thread_cpu_time`]).
+fn bench_update(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rda_update");
+    g.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(8));
+    let flow = FlowKey::default();
+    for (label, capacity) in [("cache_64k", 1usize << 16), ("cache_1m", 1 << 20)] {
+        let n = capacity * 3 / 4;
+        let ks = keys(n, 1);
+        let obs: Vec<Observation<'_>> = ks
+            .iter()
+            .map(|&(identity, ts_ns)| Observation {
+                ts_ns,
+                flow: &flow,
+                flow_hash: 0,
+                identity,
+                exchange: None,
+            })
+            .collect();
+        g.throughput(Throughput::Elements(n as u64));
+        for (mode, cfg) in [
+            ("online_k2_m2500", RdaConfig::online(2, 2500, capacity as u64)),
+            ("late_binding", RdaConfig::late_binding(2, capacity as u64)),
+        ] {
+            let mut rda = Rda::new(&cfg).expect("valid config");
+            g.bench_function(BenchmarkId::new(format!("{mode}/per_packet"), label), |b| {
+                b.iter_custom(|iters| {
+                    let mut t = Duration::ZERO;
+                    for _ in 0..iters {
+                        rda.reset();
+                        t += timed(|| {
+                            for o in &obs {
+                                rda.update(&mut (), o);
+                            }
+                        });
+                        black_box(rda.counters());
+                    }
+                    t
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+/// reconcile() (subtract, peel, repair, mean, variance) at m = 2,500, k = 2 against d.
+fn bench_decode(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rda_decode_k2_m2500");
+    g.sample_size(20);
+    let cfg = RdaConfig::online(2, 2500, 1 << 15);
+    for d in [0usize, 500, 1000, 2000, 3000, 4000] {
+        let t = generate(&TraceSpec::paper(20_000, d, 5)).expect("valid trace");
+        let mut a = Rda::new(&cfg).expect("valid config");
+        let mut bpt = Rda::new(&cfg).expect("valid config");
+        for p in &t.sender {
+            a.update_raw(p.id, 0, p.ts_ns);
+        }
+        for p in &t.receiver {
+            bpt.update_raw(p.id, 0, p.ts_ns);
+        }
+        let (ab, bb) = (a.banks().expect("online"), bpt.banks().expect("online"));
+        g.bench_with_input(BenchmarkId::from_parameter(d), &d, |b, _| {
+            b.iter(|| {
+                reconcile(
+                    black_box(ab),
+                    black_box(bb),
+                    LocalCache { side: Side::Sender, cache: a.cache() },
+                    bpt.cache(),
+                    &PeelGuards::default(),
+                )
+            })
+        });
+    }
+    g.finish();
+}
+
+/// Control-side costs per epoch: shard merge, encodings, late-binding signature and bind.
+fn bench_epoch_end(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rda_epoch_end");
+    g.sample_size(10);
+    let cfg = RdaConfig::online(2, 2500, 1 << 17);
+    let ks = keys(200_000, 2);
+    let mut s1 = Rda::new(&cfg).expect("valid config");
+    let mut s2 = Rda::new(&cfg).expect("valid config");
+    for (i, &(id, ts)) in ks.iter().enumerate() {
+        if i % 2 == 0 { &mut s1 } else { &mut s2 }.update_raw(id, 0, ts);
+    }
+    g.bench_function("merge_2x100k_online", |b| {
+        b.iter_batched(|| s1.clone(), |mut m| m.merge(&s2).map(|_| m), criterion::BatchSize::LargeInput)
+    });
+    let bytes = s1.encode();
+    g.bench_function("encode_online_k2_m2500", |b| b.iter(|| black_box(&s1).encode()));
+    g.bench_function("decode_online_k2_m2500", |b| b.iter(|| Rda::decode(&cfg, black_box(&bytes))));
+    g.bench_function("cache_export_100k", |b| b.iter(|| wire::encode_cache(&cfg, black_box(s1.cache()))));
+
+    let late = RdaConfig::late_binding(2, 1 << 20);
+    let mut lp = Rda::new(&late).expect("valid config");
+    for &(id, ts) in &keys(750_000, 3) {
+        lp.update_raw(id, 0, ts);
+    }
+    g.bench_function("signature_750k", |b| b.iter(|| black_box(&lp).signature()));
+    g.bench_function("bind_750k_m2500", |b| b.iter(|| black_box(&lp).bind(2500)));
+    g.finish();
+}
+
+criterion_group!(benches, bench_update, bench_decode, bench_epoch_end);
+criterion_main!(benches);

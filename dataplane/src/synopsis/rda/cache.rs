@@ -1,0 +1,236 @@
+//! The per-epoch ID → timestamp cache each point keeps (spec §3.2, §6.4), and the
+//! [`TimestampSource`] look-up the reconciliation needs from the other point.
+//!
+//! A preallocated open-addressing table (linear probing, power-of-two slots, load ≤ 3/4): an
+//! insert never allocates; beyond `capacity` distinct ids it answers [`CacheInsert::Full`] and
+//! the caller counts the packet. A repeated id is a duplicate (P14): the cache keeps the
+//! earliest timestamp, so the kept copy does not depend on the order in which shards or
+//! packets arrive. Id 0 marks an empty slot (packet ids are never 0, see `banks::packet_id`).
+//! No I/O; the hot path neither allocates nor panics.
+
+use crate::synopsis::hash::mix64;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Slot {
+    id: u64,
+    ts_ns: u64,
+}
+
+/// What [`TimestampCache::insert`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheInsert {
+    /// A new id was cached.
+    Inserted,
+    /// The id was already cached with `previous_ts_ns`; the cache now holds the earlier of
+    /// the two timestamps.
+    Duplicate {
+        /// The timestamp that was cached before this insert.
+        previous_ts_ns: u64,
+    },
+    /// The cache already holds `capacity` ids; nothing was stored.
+    Full,
+}
+
+/// Answers "when did this point see packet id x?" for a batch of ids. The reconciliation
+/// asks the other point for the timestamps of the packets only it saw (spec §4.4, P32); in
+/// the appliance the peer protocol carries these calls over the network.
+pub trait TimestampSource {
+    /// Clears `out` and pushes, for each id of `ids` in order, the timestamp this point cached
+    /// for it in the epoch, or `None` if it did not see the id.
+    fn lookup(&self, ids: &[u64], out: &mut Vec<Option<u64>>);
+}
+
+/// Fixed-capacity open-addressing map from packet id to the timestamp (ns) this point saw it.
+#[derive(Clone, Debug)]
+pub struct TimestampCache {
+    slots: Vec<Slot>,
+    mask: usize,
+    key: u64,
+    capacity: usize,
+    len: usize,
+}
+
+impl TimestampCache {
+    /// A cache for at most `capacity` ids (at least 1); `seed` keys the slot hash. Allocates
+    /// the whole table (16 B per slot, ≥ 4/3 · capacity slots, a power of two).
+    pub fn new(capacity: usize, seed: u64) -> Self {
+        let capacity = capacity.max(1);
+        let want = capacity.saturating_add(capacity / 3).saturating_add(1);
+        let n = want.checked_next_power_of_two().unwrap_or(1 << 62).max(2);
+        Self { slots: vec![Slot::default(); n], mask: n - 1, key: mix64(seed), capacity, len: 0 }
+    }
+
+    /// The most ids this cache holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Ids cached.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes of the slot table.
+    pub fn table_bytes(&self) -> usize {
+        self.slots.len() * std::mem::size_of::<Slot>()
+    }
+
+    #[inline(always)]
+    fn home(&self, id: u64) -> usize {
+        (mix64(id ^ self.key) as usize) & self.mask
+    }
+
+    /// Address of the first slot `id` probes (a prefetch hint; never dereferenced here).
+    #[inline(always)]
+    pub fn slot_ptr(&self, id: u64) -> *const u8 {
+        self.slots.as_ptr().wrapping_add(self.home(id)).cast()
+    }
+
+    /// Caches `id` (≠ 0) seen at `ts_ns`. Never allocates.
+    #[inline]
+    pub fn insert(&mut self, id: u64, ts_ns: u64) -> CacheInsert {
+        let mut i = self.home(id);
+        // The table always has an empty slot (load ≤ 3/4), so the probe ends; the bound only
+        // guards against a corrupted table.
+        for _ in 0..self.slots.len() {
+            let Some(s) = self.slots.get_mut(i) else { break };
+            if s.id == id {
+                let previous_ts_ns = s.ts_ns;
+                if ts_ns < previous_ts_ns {
+                    s.ts_ns = ts_ns;
+                }
+                return CacheInsert::Duplicate { previous_ts_ns };
+            }
+            if s.id == 0 {
+                if self.len >= self.capacity {
+                    return CacheInsert::Full;
+                }
+                *s = Slot { id, ts_ns };
+                self.len += 1;
+                return CacheInsert::Inserted;
+            }
+            i = (i + 1) & self.mask;
+        }
+        CacheInsert::Full
+    }
+
+    /// The timestamp cached for `id`.
+    #[inline]
+    pub fn get(&self, id: u64) -> Option<u64> {
+        if id == 0 {
+            return None;
+        }
+        let mut i = self.home(id);
+        for _ in 0..self.slots.len() {
+            let s = self.slots.get(i)?;
+            if s.id == id {
+                return Some(s.ts_ns);
+            }
+            if s.id == 0 {
+                return None;
+            }
+            i = (i + 1) & self.mask;
+        }
+        None
+    }
+
+    /// True when `id` is cached.
+    pub fn contains(&self, id: u64) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// Every (id, timestamp) pair, in table order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.slots.iter().filter(|s| s.id != 0).map(|s| (s.id, s.ts_ns))
+    }
+
+    /// Forgets every id, keeping the allocation.
+    pub fn clear(&mut self) {
+        if self.len > 0 {
+            self.slots.fill(Slot::default());
+            self.len = 0;
+        }
+    }
+}
+
+impl PartialEq for TimestampCache {
+    /// Equal when both hold the same (id, timestamp) set and capacity; the slot layout (which
+    /// depends on insertion order) does not matter.
+    fn eq(&self, other: &Self) -> bool {
+        self.capacity == other.capacity
+            && self.len == other.len
+            && self.iter().all(|(id, ts)| other.get(id) == Some(ts))
+    }
+}
+
+impl TimestampSource for TimestampCache {
+    fn lookup(&self, ids: &[u64], out: &mut Vec<Option<u64>>) {
+        out.clear();
+        out.extend(ids.iter().map(|&id| self.get(id)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_get_duplicates_keep_the_earliest() {
+        let mut c = TimestampCache::new(4, 1);
+        assert_eq!(c.insert(10, 500), CacheInsert::Inserted);
+        assert_eq!(c.insert(10, 700), CacheInsert::Duplicate { previous_ts_ns: 500 });
+        assert_eq!(c.get(10), Some(500));
+        assert_eq!(c.insert(10, 300), CacheInsert::Duplicate { previous_ts_ns: 500 });
+        assert_eq!(c.get(10), Some(300));
+        assert_eq!(c.get(11), None);
+        assert_eq!(c.get(0), None);
+        for id in 11..14 {
+            assert_eq!(c.insert(id, id), CacheInsert::Inserted);
+        }
+        assert_eq!(c.insert(99, 1), CacheInsert::Full);
+        assert_eq!(c.insert(12, 1), CacheInsert::Duplicate { previous_ts_ns: 12 }, "full still dedupes");
+        assert_eq!(c.len(), 4);
+        let mut out = Vec::new();
+        c.lookup(&[13, 99, 10], &mut out);
+        assert_eq!(out, vec![Some(13), None, Some(300)]);
+        c.clear();
+        assert!(c.is_empty());
+        assert_eq!(c.get(13), None);
+    }
+
+    #[test]
+    fn full_table_of_colliding_ids_still_terminates() {
+        // capacity 1000 → 2048 slots; fill to capacity, then every probe must still end.
+        let mut c = TimestampCache::new(1000, 7);
+        for id in 1..=1000u64 {
+            assert_eq!(c.insert(id * 0x1_0000_0001, id), CacheInsert::Inserted);
+        }
+        assert_eq!(c.insert(5, 5), CacheInsert::Full);
+        for id in 1..=1000u64 {
+            assert_eq!(c.get(id * 0x1_0000_0001), Some(id));
+        }
+        assert_eq!(c.get(3), None);
+        assert!(c.table_bytes() >= 1000 * 16 * 4 / 3);
+    }
+
+    #[test]
+    fn equality_ignores_insertion_order() {
+        let mut a = TimestampCache::new(64, 3);
+        let mut b = TimestampCache::new(64, 3);
+        for id in 1..40u64 {
+            a.insert(id, id * 3);
+        }
+        for id in (1..40u64).rev() {
+            b.insert(id, id * 3);
+        }
+        assert_eq!(a, b);
+        b.insert(40, 1);
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,328 @@
+//! RDA, the Reconcilable Difference Aggregator (Fu, Barlet-Ros, Li, "Every Timestamp Counts";
+//! spec `rda.md`): exact mean and the standard deviation of one-way delay between two points
+//! despite loss and reordering.
+//!
+//! What it holds, per point and epoch ([`Rda`]):
+//! - a per-epoch ID → timestamp cache ([`TimestampCache`]), fixed capacity, with duplicate
+//!   suppression (the earliest timestamp of an id wins, repeats are counted);
+//! - in online mode, k banks × m buckets of ⟨XOR of ids, wrapping Σ timestamps, signed count⟩
+//!   ([`Banks`]); in late-binding mode the banks are built from the cache at epoch end once m
+//!   is chosen ([`late`]).
+//!
+//! The packet id is [`Observation::identity`]: the packet layer's seeded xxh3 over the bytes
+//! that do not change in flight. It replaces the paper's Bob hash (spec §3.1, §6.3): any
+//! well-mixed 64-bit hash both points compute identically will do, and the packet layer already
+//! computes one per packet. Id 0 is reserved and becomes 1. Bank l's bucket of an id is
+//! `reduce(derive(id, cfg.bank_seed(l)), m)`. Both points must share the configuration (its
+//! fingerprint is checked by every decoder).
+//!
+//! How the runtime and the peer use it, per epoch:
+//! 1. Workers call [`Synopsis::update`] on their shard (and may prefetch
+//!    [`Rda::prefetch_target`] a few packets ahead). No allocation, lock or I/O.
+//! 2. The control thread [`Synopsis::merge`]s the shards (buckets add, caches unite; an id
+//!    seen on two cores is a duplicate and its later copy leaves the merged buckets), then
+//!    ships [`Synopsis::encode`] (online: counters + bucket array; late binding: counters +
+//!    MinHash signature, computed from the cache: encode before taking the cache). The cache
+//!    is not part of that encoding: the control thread keeps it ([`Rda::take_cache`]) for a
+//!    retention time to answer the peer's look-ups ([`TimestampSource`]), and may export it
+//!    with [`wire::encode_cache`].
+//! 3. Late binding only: the decoder picks m from both signatures ([`late::choose_buckets`]),
+//!    each point builds and ships its banks from its retained cache ([`banks_from_cache`] or
+//!    [`Rda::bind`], [`wire::encode_banks`]), and an incomplete decode is retried with 2m
+//!    ([`sizing::next_attempt`]). [`late::run_local`] is the reference sequence.
+//! 4. The decoding point (the paper: the sender) runs [`reconcile`] on the two banks with its
+//!    own cache and a [`TimestampSource`] for the other point.
+//!
+//! Synopsis code never does I/O and never logs.
+
+pub mod banks;
+pub mod cache;
+pub mod config;
+pub mod estimator;
+pub mod late;
+pub mod peel;
+pub mod sim;
+pub mod sizing;
+pub mod wire;
+
+pub use banks::{BUCKET_BYTES, BankHash, Banks, Bucket, packet_id};
+pub use cache::{CacheInsert, TimestampCache, TimestampSource};
+pub use config::{Binding, RdaConfig, SampleKey};
+pub use estimator::{LocalCache, RdaReport, Reconciliation, reconcile};
+pub use peel::{Difference, PeelGuards, Peeled, Side};
+pub use sizing::{DifferenceEstimate, MinHashSignature};
+
+use crate::synopsis::codec::{DecodeError, Reader, Writer};
+use crate::synopsis::estimate::NoEstimate;
+use crate::synopsis::hash::{Coin, mix64};
+use crate::synopsis::{ConfigError, MergeError, Observation, Synopsis, SynopsisConfig};
+use serde::{Deserialize, Serialize};
+
+/// Per-epoch counters of one point.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RdaCounters {
+    /// Packets offered to `update`.
+    pub seen: u64,
+    /// Packets the consistent sampling left out.
+    pub sampled_out: u64,
+    /// Distinct ids cached (and, online, in the banks).
+    pub cached: u64,
+    /// Repeats of an id already cached (P14), including ids seen on two cores.
+    pub duplicates: u64,
+    /// Packets left out because the cache was full (neither cached nor in the banks, so the
+    /// two stay consistent; the other point sees them as a difference).
+    pub cache_full: u64,
+}
+
+impl RdaCounters {
+    /// Adds a shard's counters (saturating: decoded values come from the wire).
+    fn add(&mut self, o: &RdaCounters) {
+        self.seen = self.seen.saturating_add(o.seen);
+        self.sampled_out = self.sampled_out.saturating_add(o.sampled_out);
+        self.duplicates = self.duplicates.saturating_add(o.duplicates);
+        self.cache_full = self.cache_full.saturating_add(o.cache_full);
+    }
+}
+
+/// One point's RDA state for one epoch: cache, banks (online mode) and counters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rda {
+    cfg: RdaConfig,
+    coin: Coin,
+    sample_all: bool,
+    sample_key: u64,
+    banks: Option<Banks>,
+    cache: TimestampCache,
+    counters: RdaCounters,
+    /// The signature read from a late-binding encoding (a decoded value has no cache).
+    signature: Option<MinHashSignature>,
+}
+
+/// `hash::derive(x, seed)` with the seed half precomputed: derive(x, s) = mix64(x ^ key(s)).
+#[inline(always)]
+fn derive_key(seed: u64) -> u64 {
+    mix64(seed ^ 0x9e37_79b9_7f4a_7c15)
+}
+
+impl Rda {
+    fn with_parts(cfg: &RdaConfig, cache: TimestampCache, banks: Option<Banks>) -> Self {
+        let coin = cfg.coin();
+        Self {
+            cfg: cfg.clone(),
+            coin,
+            sample_all: coin.probability() >= 1.0,
+            sample_key: derive_key(cfg.sample_seed()),
+            banks,
+            cache,
+            counters: RdaCounters::default(),
+            signature: None,
+        }
+    }
+
+    /// Folds one packet in from its parts (tests, benches, offline tools); the trait's
+    /// `update` calls this. `flow_hash` matters only with flow-keyed sampling.
+    #[inline]
+    pub fn update_raw(&mut self, identity: u64, flow_hash: u64, ts_ns: u64) {
+        self.counters.seen += 1;
+        let id = packet_id(identity);
+        if !self.sample_all {
+            let key = match self.cfg.sample_by {
+                SampleKey::Packet => id,
+                SampleKey::Flow => flow_hash,
+            };
+            if !self.coin.accepts(mix64(key ^ self.sample_key)) {
+                self.counters.sampled_out += 1;
+                return;
+            }
+        }
+        match self.cache.insert(id, ts_ns) {
+            CacheInsert::Inserted => {
+                self.counters.cached += 1;
+                if let Some(b) = &mut self.banks {
+                    b.insert(id, ts_ns);
+                }
+            }
+            CacheInsert::Duplicate { previous_ts_ns } => {
+                self.counters.duplicates += 1;
+                if ts_ns < previous_ts_ns
+                    && let Some(b) = &mut self.banks
+                {
+                    b.retime(id, previous_ts_ns, ts_ns);
+                }
+            }
+            CacheInsert::Full => self.counters.cache_full += 1,
+        }
+    }
+
+    /// Address of the cache slot `identity` probes first, for the worker to prefetch a few
+    /// packets ahead (`rte_prefetch0` in the DPDK layer): with a DRAM-sized cache the update
+    /// costs about one cache and TLB miss per packet, which only a real (non-blocking)
+    /// prefetch can overlap. Never dereferenced here; any value is a harmless hint.
+    #[inline(always)]
+    pub fn prefetch_target(&self, identity: u64) -> *const u8 {
+        self.cache.slot_ptr(packet_id(identity))
+    }
+
+    /// The per-epoch counters.
+    pub fn counters(&self) -> &RdaCounters {
+        &self.counters
+    }
+
+    /// The banks (online mode, or a decoded online value); `None` in late-binding mode.
+    pub fn banks(&self) -> Option<&Banks> {
+        self.banks.as_ref()
+    }
+
+    /// The epoch's ID → timestamp cache (empty in a decoded value).
+    pub fn cache(&self) -> &TimestampCache {
+        &self.cache
+    }
+
+    /// Moves the cache out for retention (to answer the peer's look-ups), leaving an empty
+    /// cache of the same capacity. Allocates: control thread only.
+    pub fn take_cache(&mut self) -> TimestampCache {
+        let fresh = TimestampCache::new(self.cfg.cache_capacity as usize, self.cfg.cache_seed());
+        std::mem::replace(&mut self.cache, fresh)
+    }
+
+    /// The MinHash signature of this epoch: computed from the cache, or the one a decoded
+    /// late-binding value carried.
+    pub fn signature(&self) -> MinHashSignature {
+        match &self.signature {
+            Some(s) => s.clone(),
+            None => MinHashSignature::of_cache(&self.cache, &self.cfg),
+        }
+    }
+
+    /// Late binding: this epoch's banks with m buckets per bank, built from the cache (spec
+    /// §6.4 step 3, P30 `from_cache`). Allocates k·m buckets: control thread only.
+    pub fn bind(&self, buckets_per_bank: usize) -> Banks {
+        banks_from_cache(&self.cfg, &self.cache, buckets_per_bank)
+    }
+}
+
+/// Banks with m buckets per bank holding every (id, timestamp) of `cache`.
+pub fn banks_from_cache(cfg: &RdaConfig, cache: &TimestampCache, buckets_per_bank: usize) -> Banks {
+    let mut b = Banks::new(cfg, buckets_per_bank.max(1));
+    for (id, ts) in cache.iter() {
+        b.insert(id, ts);
+    }
+    b
+}
+
+impl Synopsis for Rda {
+    type Config = RdaConfig;
+    type Carry = ();
+    const FORMAT_VERSION: u8 = 1;
+
+    fn new(cfg: &RdaConfig) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let cache = TimestampCache::new(cfg.cache_capacity as usize, cfg.cache_seed());
+        Ok(Self::with_parts(cfg, cache, cfg.online_buckets_per_bank().map(|m| Banks::new(cfg, m))))
+    }
+
+    fn new_carry(_cfg: &RdaConfig) {}
+
+    fn config(&self) -> &RdaConfig {
+        &self.cfg
+    }
+
+    #[inline]
+    fn update(&mut self, _carry: &mut (), obs: &Observation<'_>) {
+        self.update_raw(obs.identity, obs.flow_hash, obs.ts_ns);
+    }
+
+    /// Adds a shard of the same configuration: banks add, caches unite. An id cached by both
+    /// shards is a duplicate: the earlier timestamp stays and the later copy is deleted from
+    /// the merged banks. If the union outgrows the capacity, the ids that do not fit are
+    /// deleted from the merged banks and counted in `cache_full`.
+    fn merge(&mut self, other: &Self) -> Result<(), MergeError> {
+        self.check_same_config(other)?;
+        self.counters.add(&other.counters);
+        if let (Some(a), Some(b)) = (&mut self.banks, &other.banks) {
+            a.add(b);
+        }
+        let mut dropped = 0u64;
+        for (id, ts) in other.cache.iter() {
+            match self.cache.insert(id, ts) {
+                CacheInsert::Inserted => {}
+                CacheInsert::Duplicate { previous_ts_ns } => {
+                    dropped += 1;
+                    self.counters.duplicates = self.counters.duplicates.saturating_add(1);
+                    if let Some(b) = &mut self.banks {
+                        b.delete(id, ts.max(previous_ts_ns));
+                    }
+                }
+                CacheInsert::Full => {
+                    dropped += 1;
+                    self.counters.cache_full = self.counters.cache_full.saturating_add(1);
+                    if let Some(b) = &mut self.banks {
+                        b.delete(id, ts);
+                    }
+                }
+            }
+        }
+        self.counters.cached =
+            self.counters.cached.saturating_add(other.counters.cached).saturating_sub(dropped);
+        if other.signature.is_some() || self.signature.is_some() {
+            // Signatures of decoded values cannot be merged exactly; recompute from caches.
+            self.signature = None;
+        }
+        Ok(())
+    }
+
+    fn reset(&mut self) {
+        self.cache.clear();
+        if let Some(b) = &mut self.banks {
+            b.clear();
+        }
+        self.counters = RdaCounters::default();
+        self.signature = None;
+    }
+
+    fn encode_body(&self, w: &mut Writer<'_>) {
+        wire::write_epoch_body(self, w);
+    }
+
+    fn decode_body(cfg: &RdaConfig, r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        cfg.validate().map_err(|e| DecodeError::Invalid { field: "config", reason: e.to_string() })?;
+        let (counters, body) = wire::read_epoch_body(cfg, r)?;
+        // A decoded value carries no cache: a one-slot placeholder, not the configured table.
+        let placeholder = TimestampCache::new(1, cfg.cache_seed());
+        let mut s = match body {
+            wire::EpochBody::Banks(b) => Self::with_parts(cfg, placeholder, Some(b)),
+            wire::EpochBody::Signature(sig) => {
+                let mut s = Self::with_parts(cfg, placeholder, None);
+                s.signature = Some(sig);
+                s
+            }
+        };
+        s.counters = counters;
+        Ok(s)
+    }
+}
+
+/// Online mode: reconciles and estimates from the two points' epoch values (`sender`, then
+/// `receiver`), with the decoding point's cache and a look-up for the other point. Refuses
+/// values of different configurations (`ConfigMismatch`; the cache capacity may differ) or
+/// without banks.
+pub fn estimate(
+    sender: &Rda,
+    receiver: &Rda,
+    local: LocalCache<'_>,
+    remote: &dyn TimestampSource,
+    guards: &PeelGuards,
+) -> RdaReport {
+    if sender.config().fingerprint() != receiver.config().fingerprint() {
+        return RdaReport::unavailable(NoEstimate::ConfigMismatch);
+    }
+    match (sender.banks(), receiver.banks()) {
+        (Some(a), Some(b)) => reconcile(a, b, local, remote, guards),
+        _ => RdaReport::unavailable(NoEstimate::Other {
+            detail: "late-binding RDA values carry no banks: bind them first (rda::late)".into(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests;
