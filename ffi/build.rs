@@ -133,6 +133,7 @@ fn generate_bindings(
              start|stop|close|socket_id|set_mtu|get_mtu)|\
              rte_eth_(rx_queue_setup|tx_queue_setup|promiscuous_enable|promiscuous_get|stats_get|\
              rx_burst|tx_burst|read_clock|link_get_nowait)|\
+             rte_dev_bus|rte_bus_name|\
              wirelat_rte_errno",
         )
         .allowlist_type("rte_mbuf|rte_eth_conf|rte_eth_dev_info|rte_eth_stats|rte_eth_rxconf|rte_eth_txconf|rte_eth_link")

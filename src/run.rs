@@ -106,6 +106,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
             id = i.id,
             name = %i.name,
             driver = %i.driver,
+            bus = %i.bus,
             queues = i.rx_queues,
             rx_descriptors = i.rx_descriptors,
             tx_descriptors = i.tx_descriptors,
@@ -117,14 +118,15 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
             promiscuous = i.promiscuous,
             "port started"
         );
-        let data_room = u32::from(*config.mempool.data_room_bytes.get_ref()).saturating_sub(128);
-        if !i.tx_multi_segment && i.mtu + 18 > data_room {
+        if !i.transmits_chained_mbufs() {
+            let data_room = u32::from(*config.mempool.data_room_bytes.get_ref()).saturating_sub(128);
             warn!(
                 port = ports.len(),
                 name = %i.name,
                 data_room,
-                "device cannot transmit chained mbufs: frames longer than the mbuf data room will be \
-                 dropped and counted as oversize_dropped; raise [mempool] data_room_bytes"
+                "device cannot transmit chained mbufs: frames longer than the mbuf data room that \
+                 arrive chained will be dropped and counted as oversize_dropped; raise [mempool] \
+                 data_room_bytes to avoid it"
             );
         }
         if queues > 1 && !i.symmetric_rss {
@@ -197,7 +199,7 @@ fn path<'p>(
         rx: rx.rx_queue(queue)?,
         tx: tx.tx_queue(queue)?,
         info: PathInfo { direction, queue, rx_timestamp },
-        tx_multi_segment: tx.info().tx_multi_segment,
+        drop_chained: rx.info().may_receive_chained_mbufs() && !tx.info().transmits_chained_mbufs(),
     })
 }
 

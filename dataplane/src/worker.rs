@@ -83,9 +83,11 @@ pub struct Path<'p> {
     pub tx: TxQueue<'p>,
     /// Passed to the hook.
     pub info: PathInfo,
-    /// The egress port transmits chained (multi-segment) mbufs. When false, such frames are
-    /// freed before tx and counted in [`PathCounters::oversize_dropped`].
-    pub tx_multi_segment: bool,
+    /// Chained (multi-segment) mbufs can arrive here and the egress port cannot transmit
+    /// them: such frames are then freed before tx and counted in
+    /// [`PathCounters::oversize_dropped`]. Costs a look at every mbuf, so it is only set when
+    /// needed (see `PortInfo::may_receive_chained_mbufs` / `transmits_chained_mbufs`).
+    pub drop_chained: bool,
 }
 
 /// Per-worker tuning.
@@ -184,7 +186,7 @@ pub fn run<H: BurstHook>(
 
             hook.on_burst(&path.info, &burst);
 
-            if !path.tx_multi_segment {
+            if path.drop_chained {
                 let freed = burst.retain(|m| m.segments() == 1);
                 bump(&c.oversize_dropped, freed as u64);
             }

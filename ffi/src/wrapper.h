@@ -11,6 +11,8 @@
 #include <rte_mempool.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_dyn.h>
+#include <rte_bus.h>
+#include <rte_dev.h>
 #include <rte_ethdev.h>
 
 /* rte_errno is a per-lcore thread-local macro: Rust cannot name it, so errno.c exports it. */

@@ -72,14 +72,23 @@ impl MbufBurst {
     }
 
     /// Keeps the mbufs for which `keep` is true, in order, and frees the others in bulk.
-    /// Returns how many were freed.
+    /// Returns how many were freed. When every mbuf is kept (the usual case) nothing is written.
+    #[inline]
     pub fn retain(&mut self, mut keep: impl FnMut(&MbufView<'_>) -> bool) -> usize {
+        // Read-only scan for the first mbuf to drop.
+        let Some(first) = (self.start..self.end).find(|&i| {
+            // SAFETY: `i` is inside the owned window.
+            !keep(&unsafe { MbufView::new(self.mbufs[i]) })
+        }) else {
+            return 0;
+        };
         let mut rejected = [std::ptr::null_mut::<rte_mbuf>(); MAX_BURST];
-        let mut n_rejected = 0;
-        let mut write = self.start;
-        for read in self.start..self.end {
+        rejected[0] = self.mbufs[first];
+        let mut n_rejected = 1;
+        let mut write = first;
+        for read in first + 1..self.end {
             let m = self.mbufs[read];
-            // SAFETY: `m` is an owned mbuf of the window (read >= write, so not yet moved).
+            // SAFETY: `m` is an owned mbuf of the window (read > write, so not yet moved).
             let view = unsafe { MbufView::new(m) };
             if keep(&view) {
                 self.mbufs[write] = m;
@@ -90,10 +99,8 @@ impl MbufBurst {
             }
         }
         self.end = write;
-        if n_rejected > 0 {
-            // SAFETY: the rejected mbufs were removed from the window and are owned only here.
-            unsafe { dpdk_sys::rte_pktmbuf_free_bulk(rejected.as_mut_ptr(), n_rejected as u32) };
-        }
+        // SAFETY: the rejected mbufs were removed from the window and are owned only here.
+        unsafe { dpdk_sys::rte_pktmbuf_free_bulk(rejected.as_mut_ptr(), n_rejected as u32) };
         n_rejected
     }
 

@@ -54,6 +54,8 @@ pub struct PortInfo {
     pub name: String,
     /// PMD name (e.g. `net_pcap`).
     pub driver: String,
+    /// Bus the device sits on: `pci`, `vdev` (virtual device), ...
+    pub bus: String,
     /// Configured rx queues.
     pub rx_queues: u16,
     /// Configured tx queues.
@@ -74,6 +76,27 @@ pub struct PortInfo {
     pub mtu: u32,
     /// Promiscuous mode is on.
     pub promiscuous: bool,
+}
+
+impl PortInfo {
+    /// The port is a DPDK virtual device (pcap, ring, null, tap, af_packet, ...).
+    pub fn is_virtual(&self) -> bool {
+        self.bus == "vdev"
+    }
+
+    /// The port can hand the application chained (multi-segment) mbufs: with rx scatter on,
+    /// or as a virtual device (the pcap driver chains frames longer than the data room
+    /// without advertising scatter).
+    pub fn may_receive_chained_mbufs(&self) -> bool {
+        self.rx_scatter || self.is_virtual()
+    }
+
+    /// The port transmits chained mbufs whole: it advertises the multi-segment tx offload, or
+    /// it is a virtual device (DPDK's software drivers copy or pass whole chains; the pcap
+    /// driver of 22.11 does so without advertising the offload).
+    pub fn transmits_chained_mbufs(&self) -> bool {
+        self.tx_multi_segment || self.is_virtual()
+    }
 }
 
 /// Device counters (`rte_eth_stats`).
@@ -139,6 +162,14 @@ impl<'pool> Port<'pool> {
         }
         // SAFETY: the driver name is a static C string owned by the PMD (or null).
         self.info.driver = unsafe { c_str_or_empty(dev.driver_name) };
+        if !dev.device.is_null() {
+            // SAFETY: `dev.device` is the ethdev's live rte_device; the bus and its name are
+            // static for the life of the EAL.
+            self.info.bus = unsafe {
+                let bus = dpdk_sys::rte_dev_bus(dev.device);
+                if bus.is_null() { String::new() } else { c_str_or_empty(dpdk_sys::rte_bus_name(bus)) }
+            };
+        }
 
         let mut conf = dpdk_sys::rte_eth_conf::default();
         let mut rss_key = SYMMETRIC_RSS_KEY;
@@ -440,6 +471,7 @@ fn empty_info(id: u16, name: &str) -> PortInfo {
         id,
         name: name.to_owned(),
         driver: String::new(),
+        bus: String::new(),
         rx_queues: 0,
         tx_queues: 0,
         rx_descriptors: 0,
