@@ -72,7 +72,7 @@ run_wirelat() {
     grep 'label="interval"' "$tmp/wirelat.log" | grep -o 'tx_pps=[0-9]*' | cut -d= -f2 | median_of_pairs
 }
 
-median() { sort -g | awk '{ v[n++] = $1 } END { printf "%.3f\n", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
+median() { grep -v nan | sort -g | awk '{ v[n++] = $1 } END { printf "%.3f\n", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
 
 : >"$tmp/testpmd.rounds"
 : >"$tmp/wirelat.rounds"

@@ -94,6 +94,13 @@ impl Eal {
         unsafe { dpdk_sys::rte_get_main_lcore() }
     }
 
+    /// The EAL lcore id of the calling thread (`u32::MAX` for a thread unknown to the EAL,
+    /// which then bypasses the mempool's per-lcore caches).
+    pub fn current_lcore() -> u32 {
+        // SAFETY: reads the calling thread's lcore id (thread-local).
+        unsafe { dpdk_sys::rte_lcore_id() }
+    }
+
     /// The enabled worker lcores (every lcore but the main one), in increasing id order.
     pub fn worker_lcores(&self) -> Vec<u32> {
         let mut lcores = Vec::new();
