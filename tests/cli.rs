@@ -22,7 +22,10 @@ fn run_bad(text: &str) -> (Option<i32>, String, String) {
 fn assert_clear_usage_error(code: Option<i32>, stderr: &str) {
     assert_eq!(code, Some(2), "exit code 2 expected: {stderr}");
     assert!(!stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"), "no panic: {stderr}");
-    assert!(stderr.starts_with("wirelat: error:") || stderr.starts_with("error:"), "one clear message: {stderr}");
+    assert!(
+        stderr.starts_with("wirelat: error:") || stderr.starts_with("error:"),
+        "one clear message: {stderr}"
+    );
 }
 
 #[test]
@@ -59,7 +62,8 @@ fn wrong_number_of_ports_is_a_usage_error() {
 
 #[test]
 fn missing_config_file_is_a_usage_error() {
-    let output = wirelat().args(["run", "--config", "/nonexistent/wirelat.toml"]).output().expect("run wirelat");
+    let output =
+        wirelat().args(["run", "--config", "/nonexistent/wirelat.toml"]).output().expect("run wirelat");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_clear_usage_error(output.status.code(), &stderr);
     assert!(stderr.contains("cannot read config file /nonexistent/wirelat.toml"), "{stderr}");
@@ -81,7 +85,10 @@ fn bundled_sample_pcap_is_what_the_generator_writes() {
     assert!(status.success());
     let generated = std::fs::read(&out).expect("read generated pcap");
     let bundled = std::fs::read(repo_path("data/sample.pcap")).expect("read data/sample.pcap");
-    assert!(generated == bundled, "data/sample.pcap is stale: regenerate it with `wirelat sample-pcap --out data/sample.pcap`");
+    assert!(
+        generated == bundled,
+        "data/sample.pcap is stale: regenerate it with `wirelat sample-pcap --out data/sample.pcap`"
+    );
     let frames = read_frames(&out);
     assert_eq!(frames.len(), wirelat_dataplane::packet::sample::frames().len());
     assert!(read_frames(Path::new(&repo_path("data/empty.pcap"))).is_empty());

@@ -64,8 +64,14 @@ fn sample_goes_from_port0_to_port1_byte_identical_and_in_order() {
     assert!(read_frames(&d.join("out0.pcap")).is_empty(), "nothing may come out of port 0");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let n = sample_frames().len();
-    assert!(stdout.contains(&format!("port 0: rx {n} tx 0 tx_retries 0 tx_dropped 0 oversize_dropped 0")), "{stdout}");
-    assert!(stdout.contains(&format!("port 1: rx 0 tx {n} tx_retries 0 tx_dropped 0 oversize_dropped 0")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("port 0: rx {n} tx 0 tx_retries 0 tx_dropped 0 oversize_dropped 0")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("port 1: rx 0 tx {n} tx_retries 0 tx_dropped 0 oversize_dropped 0")),
+        "{stdout}"
+    );
     assert!(stdout.contains("stopped: Idle"), "{stdout}");
 }
 
@@ -198,6 +204,11 @@ fn sigterm_stops_cleanly_with_final_counters() {
 
 /// The number after `prefix` in `text`.
 fn field(text: &str, prefix: &str) -> u64 {
-    let start = text.find(prefix).map(|i| i + prefix.len()).unwrap_or_else(|| panic!("no `{prefix}` in {text}"));
-    text[start..].split_whitespace().next().and_then(|w| w.parse().ok()).unwrap_or_else(|| panic!("no number after `{prefix}`"))
+    let start =
+        text.find(prefix).map(|i| i + prefix.len()).unwrap_or_else(|| panic!("no `{prefix}` in {text}"));
+    text[start..]
+        .split_whitespace()
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no number after `{prefix}`"))
 }

@@ -99,7 +99,8 @@ pub fn describe(output: &Output) -> String {
 /// The frames (captured bytes) of a pcap file, in file order.
 pub fn read_frames(path: &Path) -> Vec<Vec<u8>> {
     let file = File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
-    let mut reader = PcapReader::new(BufReader::new(file)).unwrap_or_else(|e| panic!("pcap header of {}: {e}", path.display()));
+    let mut reader = PcapReader::new(BufReader::new(file))
+        .unwrap_or_else(|e| panic!("pcap header of {}: {e}", path.display()));
     let mut frames = Vec::new();
     while let Some(packet) = reader.next_packet() {
         let packet = packet.unwrap_or_else(|e| panic!("pcap record of {}: {e}", path.display()));
