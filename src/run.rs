@@ -138,6 +138,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     }
     let [port0, port1] = ports.as_slice() else { bail!("exactly two ports are needed") };
     let rx_timestamp = RxTimestampField::lookup();
+    info!(registered = rx_timestamp.is_some(), "rx timestamp dynamic field");
 
     let counters: Vec<CachePadded<WorkerCounters>> = (0..queues).map(|_| CachePadded::default()).collect();
     let settings = WorkerSettings {
