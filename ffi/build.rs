@@ -19,7 +19,7 @@ use std::process::Command;
 /// `rte_eth_fp_ops`, `RTE_ETH_*` names, dynamic mbuf timestamp field).
 const MIN_DPDK_VERSION: &str = "22.11";
 
-const INSTALL_HINT: &str = "install them with: sudo apt-get install -y libdpdk-dev dpdk-dev libclang-dev clang pkg-config \
+const INSTALL_HINT: &str = "install the prerequisites with: sudo apt-get install -y libdpdk-dev dpdk-dev libclang-dev clang pkg-config \
      (or run scripts/setup.sh), or build without DPDK: cargo build --no-default-features";
 
 fn main() {
