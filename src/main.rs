@@ -1,3 +1,116 @@
 //! `wirelat`: the command-line entry point.
+//!
+//! Exit codes: 0 success, 1 runtime failure (DPDK, devices, I/O), 2 bad usage or bad
+//! configuration (including `run` on a build without the `dpdk` feature). Errors are printed
+//! as one clear message; nothing here panics on user input.
 
-fn main() {}
+#[cfg(feature = "dpdk")]
+mod run;
+mod sample_pcap;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use wirelat_control::config::Config;
+
+/// DPDK middlebox that forwards traffic untouched and measures its latency passively.
+#[derive(Debug, Parser)]
+#[command(name = "wirelat", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the bump-in-the-wire appliance described by a TOML file.
+    Run {
+        /// The configuration file (see configs/).
+        #[arg(long, short, value_name = "FILE.toml")]
+        config: PathBuf,
+    },
+    /// Write the bundled sample pcap (varied frames, see data/sample.pcap) to a file.
+    SamplePcap {
+        /// Output file.
+        #[arg(long, short, value_name = "FILE.pcap")]
+        out: PathBuf,
+        /// Write a pcap with no frames instead.
+        #[arg(long)]
+        empty: bool,
+    },
+}
+
+/// Why the program failed, deciding the exit code.
+enum Failure {
+    /// Bad usage or configuration: exit code 2.
+    Usage(String),
+    /// Anything else: exit code 1.
+    Runtime(anyhow::Error),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // clap prints usage errors (exit code 2) and --help/--version (exit code 0) itself.
+        Err(e) => e.exit(),
+    };
+    init_logging();
+    match execute(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(message)) => {
+            eprintln!("wirelat: error: {message}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Runtime(error)) => {
+            eprintln!("wirelat: error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn execute(command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Run { config } => {
+            let loaded = Config::load(&config).map_err(|e| Failure::Usage(e.to_string()))?;
+            run_appliance(&loaded)
+        }
+        Command::SamplePcap { out, empty } => sample_pcap::write(&out, empty).map_err(Failure::Runtime),
+    }
+}
+
+#[cfg(feature = "dpdk")]
+fn run_appliance(config: &Config) -> Result<(), Failure> {
+    let summary = run::run(config).map_err(Failure::Runtime)?;
+    // The outcome on stdout (logs are on stderr).
+    for (p, t) in summary.ports.iter().enumerate() {
+        println!(
+            "port {p}: rx {} tx {} tx_retries {} tx_dropped {} oversize_dropped {}",
+            t.rx, t.tx, t.tx_retries, t.tx_dropped, t.oversize_dropped
+        );
+    }
+    println!("stopped: {:?}", summary.reason);
+    Ok(())
+}
+
+#[cfg(not(feature = "dpdk"))]
+fn run_appliance(_config: &Config) -> Result<(), Failure> {
+    Err(Failure::Usage(
+        "DPDK support was not compiled in: this wirelat was built without the `dpdk` feature \
+         (rebuild with the default features on a machine with DPDK, see README.md)"
+            .to_owned(),
+    ))
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Logs go to stderr: stdout is kept for data output.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .try_init();
+}

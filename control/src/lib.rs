@@ -1,5 +1,9 @@
 //! wirelat's control plane: everything that runs per epoch, never per packet.
 //!
 //! It never sees a packet: it works on the synopsis buffers the workers hand over.
+//!
+//! - [`config`]: the TOML configuration, its defaults, validation and the EAL arguments.
+//! - [`epoch`]: harvesting epochs from the workers and merging their shards.
 
+pub mod config;
 pub mod epoch;

@@ -5,6 +5,7 @@
 //! - [`synopsis`]: the five latency synopses (state, per-packet update, shard merge, encoding)
 //!   and their estimators, as pure functions without I/O.
 //! - `dpdk` (feature `dpdk`): the only safe wrapper over the `dpdk-sys` bindings.
+//! - `worker` (feature `dpdk`): the poll-mode loop of the bump in the wire.
 //!
 //! Nothing in this crate logs, allocates or locks per packet.
 
@@ -16,3 +17,5 @@ pub mod epoch;
 pub mod packet;
 pub mod sim;
 pub mod synopsis;
+#[cfg(feature = "dpdk")]
+pub mod worker;

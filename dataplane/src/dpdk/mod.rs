@@ -1,1 +1,24 @@
+//! The only safe wrapper over the `dpdk-sys` bindings: EAL, mempools, ports and their queues,
+//! bursts of mbufs and read-only views of them.
+//!
+//! Every `unsafe` block of the data plane lives in this module, each with its `SAFETY:`
+//! argument. Device and EAL failures become [`DpdkError`]s carrying DPDK's own error text.
+//! Lifetimes order the teardown: a [`Port`] borrows its [`Mempool`], which borrows the [`Eal`],
+//! so ports are stopped and closed before their pool is freed, and the EAL is cleaned up last.
+//!
+//! Nothing here may log, allocate or lock in the per-burst calls ([`RxQueue::recv`],
+//! [`TxQueue::send`], [`MbufBurst`] methods): those are the hot path. The wrappers are real
+//! function calls into C (no cross-language inlining), so they are called per burst, and
+//! per-packet fields are read directly from the `rte_mbuf` in Rust.
 
+mod eal;
+mod error;
+mod mbuf;
+mod mempool;
+mod port;
+
+pub use eal::{Eal, LcoreJob, LcoreOutcome};
+pub use error::{DpdkError, RteErrno};
+pub use mbuf::{MAX_BURST, MbufBurst, MbufView, RxTimestampField};
+pub use mempool::{Mempool, MempoolSettings};
+pub use port::{Port, PortInfo, PortSettings, PortStats, RxQueue, TxQueue};

@@ -7,3 +7,4 @@ pub mod flow;
 
 pub use exchange::{Exchange, ExchangeKind, Role};
 pub use flow::FlowKey;
+pub mod sample;

@@ -1,0 +1,681 @@
+//! The TOML configuration of `wirelat run`: schema, defaults, validation, and the EAL argument
+//! list derived from it.
+//!
+//! Every optional key has a default; unknown keys are rejected; every error names the file,
+//! the line and column, and the key. Nothing here touches DPDK, so it builds and is tested
+//! without it.
+//!
+//! ```toml
+//! [eal]
+//! args = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf"]
+//! [workers]
+//! cores = [1]            # worker i polls rx queue i of both ports
+//! [[port]]
+//! device = "net_pcap0,rx_pcap=data/sample.pcap,tx_pcap=out/port0.pcap"
+//! [[port]]
+//! device = "0000:3b:00.1"
+//! ```
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// Largest rx/tx burst a worker handles (the size of its fixed mbuf array).
+pub const MAX_BURST_SIZE: u16 = 64;
+
+/// Largest DPDK mempool per-lcore cache (`RTE_MEMPOOL_CACHE_MAX_SIZE`).
+pub const MAX_MEMPOOL_CACHE: u32 = 512;
+
+/// EAL options wirelat derives itself; giving them in `[eal] args` would contradict it.
+const RESERVED_EAL_OPTIONS: &[&str] = &["-l", "-c", "--lcores", "--main-lcore", "--master-lcore"];
+
+/// A configuration that failed to load.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, does not fit the schema, or has a bad value.
+    #[error("{}:{location}{}: {message}", path.display(), key_suffix(key))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Where in the file, when known.
+        location: Location,
+        /// Dotted key path of the offending entry, e.g. `port[1].mtu`, when known.
+        key: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn key_suffix(key: &Option<String>) -> String {
+    key.as_ref().map(|k| format!(": key `{k}`")).unwrap_or_default()
+}
+
+/// A 1-based line and column in the config file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Location {
+    /// Line, from 1 (0 when unknown).
+    pub line: usize,
+    /// Column in characters, from 1 (0 when unknown).
+    pub column: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 { Ok(()) } else { write!(f, "{}:{}", self.line, self.column) }
+    }
+}
+
+/// The whole `wirelat run` configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// EAL options.
+    #[serde(default)]
+    pub eal: EalConfig,
+    /// Worker lcores and their loop.
+    #[serde(default)]
+    pub workers: WorkersConfig,
+    /// The mbuf pool.
+    #[serde(default)]
+    pub mempool: MempoolConfig,
+    /// Counter logging.
+    #[serde(default)]
+    pub stats: StatsConfig,
+    /// When to stop on its own (trace mode, benchmarks).
+    #[serde(default)]
+    pub stop: StopConfig,
+    /// The two ports of the bump in the wire (`[[port]]` tables).
+    #[serde(rename = "port")]
+    pub ports: Spanned<Vec<PortConfig>>,
+}
+
+/// `[eal]`: how the DPDK EAL is started.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EalConfig {
+    /// Extra EAL arguments, e.g. `["--no-huge", "-m", "512", "--no-pci", "--no-shconf"]`.
+    /// Lcore options are derived from `[workers]` and rejected here; port devices are added as
+    /// `--vdev` / `-a` from `[[port]] device`.
+    pub args: Spanned<Vec<String>>,
+    /// CPU of the main lcore (control and statistics loop).
+    pub main_core: u16,
+}
+
+impl Default for EalConfig {
+    fn default() -> Self {
+        Self { args: Spanned::new(0..0, Vec::new()), main_core: 0 }
+    }
+}
+
+/// `[workers]`: one worker per queue index.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkersConfig {
+    /// CPU of each worker; worker `i` polls rx queue `i` of both ports. Its length is the
+    /// number of queues per port.
+    pub cores: Spanned<Vec<u16>>,
+    /// Mbufs per rx burst, 1..=64.
+    pub burst_size: Spanned<u16>,
+    /// Extra tx bursts tried while a tx ring is full before the rest is dropped (and counted).
+    pub tx_retry_limit: u32,
+}
+
+impl Default for WorkersConfig {
+    fn default() -> Self {
+        Self { cores: Spanned::new(0..0, vec![1]), burst_size: Spanned::new(0..0, 32), tx_retry_limit: 64 }
+    }
+}
+
+/// `[mempool]`: the mbuf pool shared by both ports.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MempoolConfig {
+    /// Number of mbufs; computed from queues and ring sizes when absent.
+    pub mbufs: Option<u32>,
+    /// Per-lcore cache, at most 512.
+    pub cache_size: Spanned<u32>,
+    /// Data room per mbuf including the 128-byte headroom. Larger frames are chained over
+    /// several mbufs (where the devices support it).
+    pub data_room_bytes: Spanned<u16>,
+}
+
+impl Default for MempoolConfig {
+    fn default() -> Self {
+        Self {
+            mbufs: None,
+            cache_size: Spanned::new(0..0, 256),
+            data_room_bytes: Spanned::new(0..0, 2048 + 128),
+        }
+    }
+}
+
+/// `[stats]`: counter logging.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StatsConfig {
+    /// Log the counters every this many milliseconds; 0 logs them only at exit.
+    pub interval_ms: u64,
+}
+
+impl Default for StatsConfig {
+    fn default() -> Self {
+        Self { interval_ms: 1000 }
+    }
+}
+
+/// `[stop]`: conditions that end the run without a signal. 0 disables a condition.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StopConfig {
+    /// Stop once no port received anything for this long while the workers kept polling
+    /// (trace mode: the pcap driver reads its file once, then idles).
+    pub idle_ms: u64,
+    /// Stop after this long in total.
+    pub after_ms: u64,
+}
+
+/// One `[[port]]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// Any DPDK device string: a PCI address (`0000:3b:00.0`, optionally with `,key=value`
+    /// device arguments) or a virtual device (`net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`).
+    pub device: Spanned<String>,
+    /// Receive frames for every MAC address (a bump in the wire must).
+    #[serde(default = "yes")]
+    pub promiscuous: bool,
+    /// Use the NIC's rx timestamp offload when the device advertises it.
+    #[serde(default = "yes")]
+    pub rx_timestamp: bool,
+    /// MTU to pass; clamped to the device's maximum. Jumbo by default so that nothing the
+    /// wire carries is dropped by the appliance.
+    #[serde(default = "default_mtu")]
+    pub mtu: Spanned<u16>,
+    /// Rx descriptors per queue.
+    #[serde(default = "default_descriptors")]
+    pub rx_descriptors: Spanned<u16>,
+    /// Tx descriptors per queue.
+    #[serde(default = "default_descriptors")]
+    pub tx_descriptors: Spanned<u16>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_mtu() -> Spanned<u16> {
+    Spanned::new(0..0, 9000)
+}
+
+fn default_descriptors() -> Spanned<u16> {
+    Spanned::new(0..0, 1024)
+}
+
+/// How a device string is handed to the EAL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceKind {
+    /// A PCI device: `-a <device string>`.
+    Pci,
+    /// A virtual device: `--vdev=<device string>`.
+    Virtual,
+}
+
+impl PortConfig {
+    /// How the EAL must be told about this device.
+    pub fn device_kind(&self) -> DeviceKind {
+        if is_pci_address(self.device_head()) { DeviceKind::Pci } else { DeviceKind::Virtual }
+    }
+
+    /// The ethdev name DPDK gives the device: the part before the first comma, with the PCI
+    /// domain added when omitted.
+    pub fn device_name(&self) -> String {
+        let head = self.device_head();
+        match self.device_kind() {
+            DeviceKind::Pci if head.matches(':').count() == 1 => {
+                format!("0000:{}", head.to_ascii_lowercase())
+            }
+            DeviceKind::Pci => head.to_ascii_lowercase(),
+            DeviceKind::Virtual => head.to_owned(),
+        }
+    }
+
+    fn device_head(&self) -> &str {
+        self.device.get_ref().split(',').next().unwrap_or("").trim()
+    }
+}
+
+/// `DDDD:BB:DD.F` or `BB:DD.F`, hexadecimal.
+fn is_pci_address(s: &str) -> bool {
+    let parts: Vec<&str> = s.split(':').collect();
+    let (bus, dev_fn) = match parts.as_slice() {
+        [domain, bus, dev_fn] if domain.len() == 4 && is_hex(domain) => (bus, dev_fn),
+        [bus, dev_fn] => (bus, dev_fn),
+        _ => return false,
+    };
+    let Some((dev, func)) = dev_fn.split_once('.') else { return false };
+    bus.len() == 2 && is_hex(bus) && dev.len() == 2 && is_hex(dev) && func.len() == 1 && is_hex(func)
+}
+
+fn is_hex(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+impl Config {
+    /// Reads, parses and validates `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses and validates `text`; `path` is only used in error messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| {
+            let span = e.span();
+            invalid(path, text, span, e.message().trim_end().to_owned())
+        })?;
+        config.validate(text, path)?;
+        Ok(config)
+    }
+
+    /// Number of queues per port (= number of workers).
+    pub fn queues(&self) -> u16 {
+        // validate() bounds the worker count to RTE_MAX_LCORE - 1.
+        u16::try_from(self.workers.cores.get_ref().len()).unwrap_or(u16::MAX)
+    }
+
+    /// Mbufs for the pool: the configured number, or enough for every rx ring to be full,
+    /// every tx ring to be full, every lcore cache to be full and every worker to hold two
+    /// bursts, plus slack for chained jumbo frames; rounded up to 2^k - 1 (DPDK's optimum).
+    pub fn mempool_mbufs(&self) -> u32 {
+        if let Some(n) = self.mempool.mbufs {
+            return n;
+        }
+        let queues = u32::from(self.queues());
+        let rings: u32 = self
+            .ports
+            .get_ref()
+            .iter()
+            .map(|p| {
+                queues * (u32::from(*p.rx_descriptors.get_ref()) + u32::from(*p.tx_descriptors.get_ref()))
+            })
+            .sum();
+        let caches = (queues + 1) * *self.mempool.cache_size.get_ref();
+        let bursts = queues * 2 * u32::from(MAX_BURST_SIZE);
+        let need = rings + caches + bursts + 1024;
+        need.saturating_add(1).checked_next_power_of_two().map_or(u32::MAX, |p| p - 1)
+    }
+
+    /// The full EAL argument list (without the program name): `[eal] args`, the lcore map
+    /// (lcore 0 on `main_core`, lcore i+1 on worker core i) and one `--vdev` or `-a` per port.
+    pub fn eal_args(&self) -> Vec<String> {
+        let mut args: Vec<String> = self.eal.args.get_ref().clone();
+        let mut lcores = format!("0@{}", self.eal.main_core);
+        for (i, core) in self.workers.cores.get_ref().iter().enumerate() {
+            lcores.push_str(&format!(",{}@{}", i + 1, core));
+        }
+        args.push(format!("--lcores={lcores}"));
+        args.push("--main-lcore=0".to_owned());
+        for port in self.ports.get_ref() {
+            match port.device_kind() {
+                DeviceKind::Pci => {
+                    args.push("-a".to_owned());
+                    args.push(port.device.get_ref().trim().to_owned());
+                }
+                DeviceKind::Virtual => args.push(format!("--vdev={}", port.device.get_ref().trim())),
+            }
+        }
+        args
+    }
+
+    fn validate(&self, text: &str, path: &Path) -> Result<(), ConfigError> {
+        let fail = |span: Range<usize>, message: String| Err(invalid(path, text, Some(span), message));
+
+        let ports = self.ports.get_ref();
+        if ports.len() != 2 {
+            return fail(
+                self.ports.span(),
+                format!(
+                    "exactly two [[port]] tables are needed (the two sides of the wire), found {}",
+                    ports.len()
+                ),
+            );
+        }
+        for (i, port) in ports.iter().enumerate() {
+            if port.device_head().is_empty() {
+                return fail(
+                    port.device.span(),
+                    "the device string is empty; give e.g. `net_pcap0,rx_pcap=in.pcap` or a PCI address"
+                        .into(),
+                );
+            }
+            if ports[..i].iter().any(|other| other.device_name() == port.device_name()) {
+                return fail(
+                    port.device.span(),
+                    format!("device `{}` is used by two ports", port.device_name()),
+                );
+            }
+            if *port.mtu.get_ref() < 68 {
+                return fail(
+                    port.mtu.span(),
+                    format!("MTU {} is below the IPv4 minimum of 68", port.mtu.get_ref()),
+                );
+            }
+            for desc in [&port.rx_descriptors, &port.tx_descriptors] {
+                if *desc.get_ref() == 0 {
+                    return fail(desc.span(), "a ring needs at least one descriptor".into());
+                }
+            }
+        }
+
+        let cores = self.workers.cores.get_ref();
+        if cores.is_empty() {
+            return fail(self.workers.cores.span(), "at least one worker core is needed".into());
+        }
+        if cores.len() >= 128 {
+            return fail(
+                self.workers.cores.span(),
+                format!("{} workers exceed DPDK's 127 worker lcores", cores.len()),
+            );
+        }
+        for (i, core) in cores.iter().enumerate() {
+            if cores[..i].contains(core) {
+                return fail(
+                    self.workers.cores.span(),
+                    format!("core {core} is listed twice: each worker needs its own core"),
+                );
+            }
+        }
+        let burst = *self.workers.burst_size.get_ref();
+        if burst == 0 || burst > MAX_BURST_SIZE {
+            return fail(
+                self.workers.burst_size.span(),
+                format!("burst size {burst} is outside 1..={MAX_BURST_SIZE}"),
+            );
+        }
+
+        let cache = *self.mempool.cache_size.get_ref();
+        if cache > MAX_MEMPOOL_CACHE {
+            return fail(
+                self.mempool.cache_size.span(),
+                format!("cache size {cache} exceeds DPDK's maximum of {MAX_MEMPOOL_CACHE}"),
+            );
+        }
+        let room = *self.mempool.data_room_bytes.get_ref();
+        if room < 128 + 64 {
+            return fail(
+                self.mempool.data_room_bytes.span(),
+                format!("data room {room} B leaves no space for a minimum frame after the 128 B headroom"),
+            );
+        }
+
+        for arg in self.eal.args.get_ref() {
+            let option = arg.split('=').next().unwrap_or(arg);
+            if RESERVED_EAL_OPTIONS.contains(&option) {
+                return fail(
+                    self.eal.args.span(),
+                    format!(
+                        "`{arg}` is derived from [eal] main_core and [workers] cores; remove it from args"
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Builds an [`ConfigError::Invalid`] for a byte span of `text`.
+fn invalid(path: &Path, text: &str, span: Option<Range<usize>>, message: String) -> ConfigError {
+    let (location, key) = match span {
+        Some(span) if span.end > 0 || span.start > 0 => (locate(text, span.start), key_at(text, span.start)),
+        _ => (Location::default(), None),
+    };
+    ConfigError::Invalid { path: path.to_owned(), location, key, message }
+}
+
+/// Line and column (both from 1) of byte `offset`.
+fn locate(text: &str, offset: usize) -> Location {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = text.get(line_start..offset).map_or(1, |s| s.chars().count() + 1);
+    Location { line, column }
+}
+
+/// The dotted key path (e.g. `port[1].mtu`) of the entry at byte `offset`: the table header
+/// and the last `key =` line at or before it. Best effort over the raw text, used only to
+/// name things in error messages.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let mut table: Option<String> = None;
+    let mut array_counts: Vec<(String, usize)> = Vec::new();
+    let mut key: Option<String> = None;
+    let mut line_start = 0;
+    for line in text.split_inclusive('\n') {
+        if line_start > offset {
+            break;
+        }
+        let trimmed = line.trim();
+        if let Some(name) = trimmed.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
+            let name = name.trim().to_owned();
+            let index = match array_counts.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, count)) => {
+                    *count += 1;
+                    *count - 1
+                }
+                None => {
+                    array_counts.push((name.clone(), 1));
+                    0
+                }
+            };
+            table = Some(format!("{name}[{index}]"));
+            key = None;
+        } else if let Some(name) = trimmed.strip_prefix('[').and_then(|r| r.split(']').next()) {
+            table = Some(name.trim().to_owned());
+            key = None;
+        } else if let Some((lhs, _)) = trimmed.split_once('=') {
+            let lhs = lhs.trim();
+            if !lhs.is_empty() && lhs.chars().all(|c| c.is_ascii_alphanumeric() || "_-.\"'".contains(c)) {
+                key = Some(lhs.trim_matches(|c| c == '"' || c == '\'').to_owned());
+            }
+        } else if offset >= line_start && offset < line_start + line.len() && !trimmed.is_empty() {
+            // An unknown bare key without `=` or a syntax error: name what is on the line.
+            let word: String =
+                trimmed.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-').collect();
+            if !word.is_empty() {
+                key = Some(word);
+            }
+        }
+        line_start += line.len();
+    }
+    match (table, key) {
+        (Some(t), Some(k)) => Some(format!("{t}.{k}")),
+        (None, Some(k)) => Some(k),
+        (Some(t), None) => Some(t),
+        (None, None) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+[[port]]
+device = "net_pcap0,rx_pcap=in.pcap,tx_pcap=out0.pcap"
+[[port]]
+device = "net_pcap1,tx_pcap=out1.pcap"
+"#;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("test.toml"))
+    }
+
+    fn error_text(text: &str) -> String {
+        match parse(text) {
+            Ok(c) => panic!("expected an error, parsed {c:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn minimal_config_gets_every_default() {
+        let c = parse(MINIMAL).expect("minimal config parses");
+        assert_eq!(c.workers.cores.get_ref(), &vec![1]);
+        assert_eq!(*c.workers.burst_size.get_ref(), 32);
+        assert_eq!(c.workers.tx_retry_limit, 64);
+        assert_eq!(c.eal.main_core, 0);
+        assert_eq!(c.stats.interval_ms, 1000);
+        assert_eq!(c.stop, StopConfig { idle_ms: 0, after_ms: 0 });
+        assert_eq!(*c.mempool.data_room_bytes.get_ref(), 2176);
+        let p = &c.ports.get_ref()[0];
+        assert!(p.promiscuous && p.rx_timestamp);
+        assert_eq!(*p.mtu.get_ref(), 9000);
+        assert_eq!(*p.rx_descriptors.get_ref(), 1024);
+        // 2 ports * 1 queue * 2048 descriptors + 2 caches * 256 + 128 burst slots + 1024 slack
+        // = 5760 -> next 2^k - 1 is 8191.
+        assert_eq!(c.mempool_mbufs(), 8191);
+    }
+
+    #[test]
+    fn eal_args_map_lcores_and_devices() {
+        let text = r#"
+[eal]
+args = ["--no-huge", "-m", "512"]
+main_core = 1
+[workers]
+cores = [0, 1]
+[[port]]
+device = "net_ring0"
+[[port]]
+device = "3b:00.1,rxq_cqe_comp_en=0"
+"#;
+        let c = parse(text).expect("valid");
+        assert_eq!(
+            c.eal_args(),
+            vec![
+                "--no-huge",
+                "-m",
+                "512",
+                "--lcores=0@1,1@0,2@1",
+                "--main-lcore=0",
+                "--vdev=net_ring0",
+                "-a",
+                "3b:00.1,rxq_cqe_comp_en=0"
+            ]
+        );
+        assert_eq!(c.ports.get_ref()[1].device_name(), "0000:3b:00.1");
+        assert_eq!(c.ports.get_ref()[1].device_kind(), DeviceKind::Pci);
+        assert_eq!(c.ports.get_ref()[0].device_name(), "net_ring0");
+        assert_eq!(c.queues(), 2);
+    }
+
+    #[test]
+    fn pci_addresses_are_recognised() {
+        assert!(is_pci_address("0000:3b:00.1"));
+        assert!(is_pci_address("3b:00.7"));
+        assert!(!is_pci_address("net_pcap0"));
+        assert!(!is_pci_address("3b:00.10"));
+        assert!(!is_pci_address("zz:00.1"));
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_line_and_column() {
+        let text = format!("{MINIMAL}[workers]\ncores = [1]\nburst = 8\n");
+        let e = error_text(&text);
+        assert!(e.starts_with("test.toml:8:1: key `workers.burst`"), "{e}");
+        assert!(e.contains("unknown field `burst`"), "{e}");
+    }
+
+    #[test]
+    fn unknown_key_in_second_port_names_its_index() {
+        let text = format!("{MINIMAL}speed = 10\n");
+        let e = error_text(&text);
+        assert!(e.contains("key `port[1].speed`"), "{e}");
+        assert!(e.contains(":6:1:"), "{e}");
+    }
+
+    #[test]
+    fn syntax_error_names_line() {
+        let e = error_text("[workers\ncores = [1]\n");
+        assert!(e.starts_with("test.toml:1:"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_names_key() {
+        let text = format!("[workers]\nburst_size = \"big\"\n{MINIMAL}");
+        let e = error_text(&text);
+        assert!(e.starts_with("test.toml:2:14: key `workers.burst_size`"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_values_are_rejected_with_their_key() {
+        let cases = [
+            ("[workers]\nburst_size = 65\n", "workers.burst_size", "outside 1..=64"),
+            ("[workers]\nburst_size = 0\n", "workers.burst_size", "outside 1..=64"),
+            ("[workers]\ncores = []\n", "workers.cores", "at least one worker"),
+            ("[workers]\ncores = [1, 1]\n", "workers.cores", "listed twice"),
+            ("[mempool]\ncache_size = 513\n", "mempool.cache_size", "exceeds"),
+            ("[mempool]\ndata_room_bytes = 100\n", "mempool.data_room_bytes", "headroom"),
+            ("[eal]\nargs = [\"-l\", \"0-1\"]\n", "eal.args", "derived from"),
+            ("[workers]\nburst_size = -1\n", "workers.burst_size", ""),
+            ("[workers]\nburst_size = 70000\n", "workers.burst_size", ""),
+        ];
+        for (prefix, key, message) in cases {
+            let e = error_text(&format!("{prefix}{MINIMAL}"));
+            assert!(e.contains(&format!("key `{key}`")), "{prefix}: {e}");
+            assert!(e.contains(":2:"), "{prefix}: {e}");
+            assert!(e.contains(message), "{prefix}: {e}");
+        }
+    }
+
+    #[test]
+    fn port_values_are_checked() {
+        let e = error_text("[[port]]\ndevice = \"net_ring0\"\nmtu = 20\n[[port]]\ndevice = \"net_ring1\"\n");
+        assert!(e.contains("test.toml:3:7: key `port[0].mtu`"), "{e}");
+        let e = error_text("[[port]]\ndevice = \"net_ring0\"\n[[port]]\ndevice = \"net_ring0,x=1\"\n");
+        assert!(e.contains("test.toml:4:10: key `port[1].device`") && e.contains("used by two ports"), "{e}");
+        let e = error_text("[[port]]\ndevice = \"\"\n[[port]]\ndevice = \"net_ring1\"\n");
+        assert!(e.contains("key `port[0].device`") && e.contains("empty"), "{e}");
+    }
+
+    #[test]
+    fn port_count_must_be_two() {
+        let e = error_text("[[port]]\ndevice = \"net_ring0\"\n");
+        assert!(e.contains("exactly two [[port]] tables") && e.contains("found 1"), "{e}");
+        let e = error_text("[workers]\ncores = [1]\n");
+        assert!(e.contains("missing field `port`"), "{e}");
+    }
+
+    #[test]
+    fn missing_file_is_a_read_error() {
+        let e = Config::load(Path::new("/nonexistent/wirelat.toml")).expect_err("no such file");
+        assert!(matches!(e, ConfigError::Read { .. }));
+        assert!(e.to_string().contains("/nonexistent/wirelat.toml"), "{e}");
+    }
+
+    #[test]
+    fn shipped_configs_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).expect("configs/ exists") {
+            let path = entry.expect("dir entry").path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                n += 1;
+            }
+        }
+        assert!(n >= 2, "expected the shipped configs in {}", dir.display());
+    }
+}

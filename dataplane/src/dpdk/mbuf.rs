@@ -1,0 +1,263 @@
+//! Bursts of received mbufs, owned in a fixed array, and read-only views of single mbufs.
+//!
+//! Hot path: no allocation, no logging, no per-packet FFI call. Mbuf fields (data offset,
+//! lengths, flags, the timestamp dynamic field) are read directly from the `rte_mbuf`.
+
+use std::ffi::CStr;
+use std::marker::PhantomData;
+
+use dpdk_sys::rte_mbuf;
+
+/// Largest burst a [`MbufBurst`] holds (the rx/tx burst size is configured up to this).
+pub const MAX_BURST: usize = 64;
+
+/// Up to [`MAX_BURST`] mbufs owned by the caller between an rx burst and a tx burst.
+///
+/// Invariant: `mbufs[start..end]` are valid mbufs owned by this burst; slots outside that
+/// window hold nothing owned. Mbufs still owned on drop are freed in bulk, so an mbuf is never
+/// leaked; callers count what they free (see [`MbufBurst::free_all`]).
+pub struct MbufBurst {
+    mbufs: [*mut rte_mbuf; MAX_BURST],
+    start: usize,
+    end: usize,
+}
+
+impl Default for MbufBurst {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MbufBurst {
+    /// An empty burst.
+    pub const fn new() -> Self {
+        Self { mbufs: [std::ptr::null_mut(); MAX_BURST], start: 0, end: 0 }
+    }
+
+    /// Mbufs currently owned.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// True when no mbuf is owned.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Views of the owned mbufs, in receive order.
+    #[inline]
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = MbufView<'_>> + '_ {
+        self.mbufs[self.start..self.end].iter().map(|&m| {
+            // SAFETY: by the invariant every pointer in the window is a valid mbuf owned by
+            // this burst, which is borrowed for the view's lifetime.
+            unsafe { MbufView::new(m) }
+        })
+    }
+
+    /// Frees every owned mbuf (one bulk call) and returns how many were freed.
+    #[inline]
+    pub fn free_all(&mut self) -> usize {
+        let n = self.len();
+        if n > 0 {
+            // SAFETY: the window holds `n` owned mbufs; after the call they are no longer owned.
+            unsafe {
+                dpdk_sys::rte_pktmbuf_free_bulk(self.mbufs.as_mut_ptr().add(self.start), n as u32);
+            }
+        }
+        self.start = 0;
+        self.end = 0;
+        n
+    }
+
+    /// Keeps the mbufs for which `keep` is true, in order, and frees the others in bulk.
+    /// Returns how many were freed. When every mbuf is kept (the usual case) nothing is written.
+    #[inline]
+    pub fn retain(&mut self, mut keep: impl FnMut(&MbufView<'_>) -> bool) -> usize {
+        // Read-only scan for the first mbuf to drop.
+        let Some(first) = (self.start..self.end).find(|&i| {
+            // SAFETY: `i` is inside the owned window.
+            !keep(&unsafe { MbufView::new(self.mbufs[i]) })
+        }) else {
+            return 0;
+        };
+        let mut rejected = [std::ptr::null_mut::<rte_mbuf>(); MAX_BURST];
+        rejected[0] = self.mbufs[first];
+        let mut n_rejected = 1;
+        let mut write = first;
+        for read in first + 1..self.end {
+            let m = self.mbufs[read];
+            // SAFETY: `m` is an owned mbuf of the window (read > write, so not yet moved).
+            let view = unsafe { MbufView::new(m) };
+            if keep(&view) {
+                self.mbufs[write] = m;
+                write += 1;
+            } else {
+                rejected[n_rejected] = m;
+                n_rejected += 1;
+            }
+        }
+        self.end = write;
+        // SAFETY: the rejected mbufs were removed from the window and are owned only here.
+        unsafe { dpdk_sys::rte_pktmbuf_free_bulk(rejected.as_mut_ptr(), n_rejected as u32) };
+        n_rejected
+    }
+
+    /// Storage for an rx burst of up to `max` mbufs. Any mbuf still owned is freed first, so
+    /// a caller that forgot to drain cannot leak; the worker always drains before.
+    #[inline]
+    pub(super) fn rx_slots(&mut self, max: u16) -> (*mut *mut rte_mbuf, u16) {
+        self.free_all();
+        (self.mbufs.as_mut_ptr(), max.min(MAX_BURST as u16))
+    }
+
+    /// Records that an rx burst filled the first `n` slots.
+    #[inline]
+    pub(super) fn set_received(&mut self, n: u16) {
+        self.start = 0;
+        self.end = usize::from(n).min(MAX_BURST);
+    }
+
+    /// The owned window, for a tx burst.
+    #[inline]
+    pub(super) fn tx_window(&mut self) -> (*mut *mut rte_mbuf, u16) {
+        // SAFETY: start <= end <= MAX_BURST, so the pointer stays inside the array.
+        (unsafe { self.mbufs.as_mut_ptr().add(self.start) }, self.len() as u16)
+    }
+
+    /// Records that the driver took ownership of the first `n` owned mbufs.
+    #[inline]
+    pub(super) fn consume_front(&mut self, n: u16) {
+        self.start = (self.start + usize::from(n)).min(self.end);
+    }
+}
+
+impl Drop for MbufBurst {
+    fn drop(&mut self) {
+        self.free_all();
+    }
+}
+
+/// Where the rx timestamp lives in an mbuf: the dynamic field and flag registered by a driver
+/// (`rte_dynfield_timestamp` / `rte_dynflag_rx_timestamp`). Looked up once at start-up.
+///
+/// The value's unit is the device's: NIC clock ticks for hardware timestamps, microseconds for
+/// DPDK 22.11's pcap driver (see anchors.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxTimestampField {
+    offset: usize,
+    flag: u64,
+}
+
+impl RxTimestampField {
+    /// Looks up the registered field and flag; `None` when no driver registered them (then no
+    /// mbuf carries an rx timestamp). Call after the ports are started.
+    pub fn lookup() -> Option<Self> {
+        let field = c"rte_dynfield_timestamp";
+        let flag = c"rte_dynflag_rx_timestamp";
+        debug_assert_eq!(field.to_bytes_with_nul(), dpdk_sys::RTE_MBUF_DYNFIELD_TIMESTAMP_NAME);
+        debug_assert_eq!(flag.to_bytes_with_nul(), dpdk_sys::RTE_MBUF_DYNFLAG_RX_TIMESTAMP_NAME);
+        Self::lookup_names(field, flag)
+    }
+
+    fn lookup_names(field: &CStr, flag: &CStr) -> Option<Self> {
+        // SAFETY: both are valid C strings; a null params pointer is allowed by the API.
+        let offset = unsafe { dpdk_sys::rte_mbuf_dynfield_lookup(field.as_ptr(), std::ptr::null_mut()) };
+        // SAFETY: as above.
+        let bit = unsafe { dpdk_sys::rte_mbuf_dynflag_lookup(flag.as_ptr(), std::ptr::null_mut()) };
+        let offset = usize::try_from(offset).ok()?;
+        let bit = u32::try_from(bit).ok().filter(|&b| b < 64)?;
+        // The field is a u64 inside the mbuf's dynamic area.
+        if offset + 8 > std::mem::size_of::<rte_mbuf>() {
+            return None;
+        }
+        Some(Self { offset, flag: 1u64 << bit })
+    }
+}
+
+/// A read-only view of one received mbuf.
+#[derive(Clone, Copy)]
+pub struct MbufView<'a> {
+    mbuf: *const rte_mbuf,
+    _burst: PhantomData<&'a MbufBurst>,
+}
+
+impl MbufView<'_> {
+    /// # Safety
+    /// `mbuf` is a valid mbuf that nobody modifies or frees for the view's lifetime.
+    #[inline]
+    unsafe fn new(mbuf: *const rte_mbuf) -> Self {
+        Self { mbuf, _burst: PhantomData }
+    }
+
+    #[inline]
+    fn raw(&self) -> &rte_mbuf {
+        // SAFETY: valid and unmodified for the view's lifetime (constructor contract).
+        unsafe { &*self.mbuf }
+    }
+
+    /// The bytes of the first segment (the whole frame unless [`Self::segments`] > 1).
+    #[inline]
+    pub fn data(&self) -> &[u8] {
+        let m = self.raw();
+        if m.buf_addr.is_null() {
+            return &[];
+        }
+        // SAFETY: DPDK keeps data_off + data_len within the segment's buffer (buf_len), and
+        // the buffer lives as long as the mbuf.
+        unsafe {
+            std::slice::from_raw_parts(
+                m.buf_addr.cast::<u8>().add(usize::from(m.data_off)),
+                usize::from(m.data_len),
+            )
+        }
+    }
+
+    /// Length of the first segment's data.
+    #[inline]
+    pub fn data_len(&self) -> u16 {
+        self.raw().data_len
+    }
+
+    /// Length of the whole frame over all segments.
+    #[inline]
+    pub fn pkt_len(&self) -> u32 {
+        self.raw().pkt_len
+    }
+
+    /// Number of chained segments (more than one for frames larger than an mbuf's data room).
+    #[inline]
+    pub fn segments(&self) -> u16 {
+        self.raw().nb_segs
+    }
+
+    /// The port the mbuf was received on.
+    #[inline]
+    pub fn port(&self) -> u16 {
+        self.raw().port
+    }
+
+    /// The rx timestamp written by the driver, in the device's unit, if it set one.
+    #[inline]
+    pub fn rx_timestamp(&self, field: &RxTimestampField) -> Option<u64> {
+        let m = self.raw();
+        if m.ol_flags & field.flag == 0 {
+            return None;
+        }
+        // SAFETY: `lookup_names` checked offset + 8 <= size_of::<rte_mbuf>(); the field may be
+        // unaligned for u64 in principle, hence read_unaligned.
+        Some(unsafe { self.mbuf.cast::<u8>().add(field.offset).cast::<u64>().read_unaligned() })
+    }
+
+    /// The RSS hash the NIC computed, if it delivered one.
+    #[inline]
+    pub fn rss_hash(&self) -> Option<u32> {
+        let m = self.raw();
+        if m.ol_flags & u64::from(dpdk_sys::RTE_MBUF_F_RX_RSS_HASH) == 0 {
+            return None;
+        }
+        // SAFETY: with RTE_MBUF_F_RX_RSS_HASH set, the hash union holds the RSS value.
+        Some(unsafe { m.__bindgen_anon_2.hash.rss })
+    }
+}

@@ -1,0 +1,491 @@
+//! Ethernet ports: configuration (queues, symmetric RSS, rx timestamps, jumbo frames,
+//! promiscuous mode), start/stop, statistics, and the per-queue rx/tx handles workers own.
+
+use std::ffi::{CStr, CString, c_char};
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::eal::Eal;
+use super::error::{DpdkError, RteErrno};
+use super::mbuf::MbufBurst;
+use super::mempool::Mempool;
+
+/// Symmetric Toeplitz key: the 16-bit pattern 0x6d5a repeated makes the RSS hash of
+/// (src, dst) equal to that of (dst, src), so both directions of a flow reach the same queue
+/// and thus the same worker. 52 bytes covers every device's `hash_key_size` in practice.
+const SYMMETRIC_RSS_KEY: [u8; 52] = {
+    let mut key = [0u8; 52];
+    let mut i = 0;
+    while i < key.len() {
+        key[i] = if i % 2 == 0 { 0x6d } else { 0x5a };
+        i += 1;
+    }
+    key
+};
+
+/// Ethernet header + CRC + two VLAN tags: frame bytes beyond the MTU.
+const FRAME_OVERHEAD_BYTES: u32 = 14 + 4 + 8;
+
+/// What to ask of a port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSettings {
+    /// Rx queues (one per worker).
+    pub rx_queues: u16,
+    /// Tx queues (one per worker).
+    pub tx_queues: u16,
+    /// Rx ring size per queue (adjusted to the device's limits).
+    pub rx_descriptors: u16,
+    /// Tx ring size per queue (adjusted to the device's limits).
+    pub tx_descriptors: u16,
+    /// Receive frames for every destination MAC (a bump in the wire must).
+    pub promiscuous: bool,
+    /// Enable the hardware rx timestamp offload when the device advertises it.
+    pub rx_timestamp: bool,
+    /// Requested MTU; clamped to what the device supports.
+    pub mtu: u16,
+}
+
+/// What the port ended up with after configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortInfo {
+    /// DPDK port id.
+    pub id: u16,
+    /// Device name (e.g. `net_pcap0` or a PCI address).
+    pub name: String,
+    /// PMD name (e.g. `net_pcap`).
+    pub driver: String,
+    /// Bus the device sits on: `pci`, `vdev` (virtual device), ...
+    pub bus: String,
+    /// Configured rx queues.
+    pub rx_queues: u16,
+    /// Configured tx queues.
+    pub tx_queues: u16,
+    /// Rx descriptors per queue after adjustment.
+    pub rx_descriptors: u16,
+    /// Tx descriptors per queue after adjustment.
+    pub tx_descriptors: u16,
+    /// RSS with the symmetric key is active.
+    pub symmetric_rss: bool,
+    /// The hardware rx timestamp offload is enabled.
+    pub rx_timestamp_offload: bool,
+    /// Rx scatter (multi-segment mbufs for frames above the data room) is enabled.
+    pub rx_scatter: bool,
+    /// The device transmits multi-segment mbufs.
+    pub tx_multi_segment: bool,
+    /// MTU configured (0 when the device keeps its default).
+    pub mtu: u32,
+    /// Promiscuous mode is on.
+    pub promiscuous: bool,
+}
+
+impl PortInfo {
+    /// The port is a DPDK virtual device (pcap, ring, null, tap, af_packet, ...).
+    pub fn is_virtual(&self) -> bool {
+        self.bus == "vdev"
+    }
+
+    /// The port can hand the application chained (multi-segment) mbufs: with rx scatter on,
+    /// or as a virtual device (the pcap driver chains frames longer than the data room
+    /// without advertising scatter).
+    pub fn may_receive_chained_mbufs(&self) -> bool {
+        self.rx_scatter || self.is_virtual()
+    }
+
+    /// The port transmits chained mbufs whole: it advertises the multi-segment tx offload, or
+    /// it is a virtual device (DPDK's software drivers copy or pass whole chains; the pcap
+    /// driver of 22.11 does so without advertising the offload).
+    pub fn transmits_chained_mbufs(&self) -> bool {
+        self.tx_multi_segment || self.is_virtual()
+    }
+}
+
+/// Device counters (`rte_eth_stats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Frames received.
+    pub rx_packets: u64,
+    /// Frames sent.
+    pub tx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Frames the device dropped because no rx descriptor was free (we polled too slowly).
+    pub rx_missed: u64,
+    /// Erroneous received frames.
+    pub rx_errors: u64,
+    /// Failed transmissions.
+    pub tx_errors: u64,
+    /// Rx mbuf allocation failures (the mempool ran dry).
+    pub rx_nombuf: u64,
+}
+
+/// A configured and started port; stopped and closed on drop.
+pub struct Port<'pool> {
+    info: PortInfo,
+    rx_taken: Vec<AtomicBool>,
+    tx_taken: Vec<AtomicBool>,
+    _pool: PhantomData<&'pool ()>,
+}
+
+impl<'pool> Port<'pool> {
+    /// Finds the device named `name` (the part of its device string before the first comma),
+    /// configures it with `settings` and buffers from `pool`, and starts it.
+    pub fn open<'eal: 'pool>(
+        eal: &'eal Eal,
+        name: &str,
+        pool: &'pool Mempool<'eal>,
+        settings: &PortSettings,
+    ) -> Result<Self, DpdkError> {
+        let id = find_port(name)?;
+        let mut port = Port {
+            info: empty_info(id, name),
+            rx_taken: Vec::new(),
+            tx_taken: Vec::new(),
+            _pool: PhantomData,
+        };
+        port.configure(eal, pool, settings)?;
+        Ok(port)
+    }
+
+    fn configure(&mut self, eal: &Eal, pool: &Mempool<'_>, settings: &PortSettings) -> Result<(), DpdkError> {
+        let id = self.info.id;
+        let dev = self.device_info()?;
+        if settings.rx_queues == 0 || settings.tx_queues == 0 {
+            return Err(self.capability("at least one rx and one tx queue are needed".into()));
+        }
+        if settings.rx_queues > dev.max_rx_queues || settings.tx_queues > dev.max_tx_queues {
+            return Err(self.capability(format!(
+                "{} rx / {} tx queues requested, the device supports at most {} / {}",
+                settings.rx_queues, settings.tx_queues, dev.max_rx_queues, dev.max_tx_queues
+            )));
+        }
+        // SAFETY: the driver name is a static C string owned by the PMD (or null).
+        self.info.driver = unsafe { c_str_or_empty(dev.driver_name) };
+        if !dev.device.is_null() {
+            // SAFETY: `dev.device` is the ethdev's live rte_device; the bus and its name are
+            // static for the life of the EAL.
+            self.info.bus = unsafe {
+                let bus = dpdk_sys::rte_dev_bus(dev.device);
+                if bus.is_null() { String::new() } else { c_str_or_empty(dpdk_sys::rte_bus_name(bus)) }
+            };
+        }
+
+        let mut conf = dpdk_sys::rte_eth_conf::default();
+        let mut rss_key = SYMMETRIC_RSS_KEY;
+        let rss_hf =
+            u64::from(dpdk_sys::RTE_ETH_RSS_IP | dpdk_sys::RTE_ETH_RSS_TCP | dpdk_sys::RTE_ETH_RSS_UDP)
+                & dev.flow_type_rss_offloads;
+        if settings.rx_queues > 1 && rss_hf != 0 {
+            conf.rxmode.mq_mode = dpdk_sys::rte_eth_rx_mq_mode::RTE_ETH_MQ_RX_RSS;
+            let key_len = if dev.hash_key_size == 0 { 40 } else { dev.hash_key_size };
+            if usize::from(key_len) > rss_key.len() {
+                return Err(self.capability(format!("RSS key of {key_len} bytes is not supported")));
+            }
+            conf.rx_adv_conf.rss_conf.rss_key = rss_key.as_mut_ptr();
+            conf.rx_adv_conf.rss_conf.rss_key_len = key_len;
+            conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
+            self.info.symmetric_rss = true;
+        }
+        let rx_capa = dev.rx_offload_capa;
+        let tx_capa = dev.tx_offload_capa;
+        if settings.rx_timestamp && rx_capa & u64::from(dpdk_sys::RTE_ETH_RX_OFFLOAD_TIMESTAMP) != 0 {
+            conf.rxmode.offloads |= u64::from(dpdk_sys::RTE_ETH_RX_OFFLOAD_TIMESTAMP);
+            self.info.rx_timestamp_offload = true;
+        }
+        // MTU: the largest the device accepts up to the requested one (a device that reports
+        // no limit keeps its default, as do software devices that take any frame size).
+        let mtu = u32::from(settings.mtu.clamp(dev.min_mtu, dev.max_mtu.max(dev.min_mtu)));
+        let max_frame = mtu + FRAME_OVERHEAD_BYTES;
+        if dev.max_mtu > 0 && dev.max_rx_pktlen >= max_frame {
+            conf.rxmode.mtu = mtu;
+            self.info.mtu = mtu;
+        }
+        // Frames longer than one mbuf need chained segments on receive and on transmit.
+        let data_room = pool_data_room(pool);
+        if max_frame > data_room && rx_capa & u64::from(dpdk_sys::RTE_ETH_RX_OFFLOAD_SCATTER) != 0 {
+            conf.rxmode.offloads |= u64::from(dpdk_sys::RTE_ETH_RX_OFFLOAD_SCATTER);
+            self.info.rx_scatter = true;
+        }
+        if tx_capa & u64::from(dpdk_sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0 {
+            conf.txmode.offloads |= u64::from(dpdk_sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS);
+            self.info.tx_multi_segment = true;
+        }
+
+        // SAFETY: `conf` is a fully initialised rte_eth_conf; DPDK copies the RSS key before
+        // returning, and `rss_key` outlives the call.
+        let ret =
+            unsafe { dpdk_sys::rte_eth_dev_configure(id, settings.rx_queues, settings.tx_queues, &conf) };
+        self.check(ret, "rte_eth_dev_configure")?;
+
+        let mut rx_desc = settings.rx_descriptors;
+        let mut tx_desc = settings.tx_descriptors;
+        // SAFETY: both pointers refer to live u16 locals.
+        let ret = unsafe { dpdk_sys::rte_eth_dev_adjust_nb_rx_tx_desc(id, &mut rx_desc, &mut tx_desc) };
+        self.check(ret, "rte_eth_dev_adjust_nb_rx_tx_desc")?;
+
+        // SAFETY: plain query.
+        let socket = unsafe { dpdk_sys::rte_eth_dev_socket_id(id) };
+        let socket = u32::try_from(socket).unwrap_or_else(|_| eal.lcore_socket(eal.main_lcore()));
+        let mut rxconf = dev.default_rxconf;
+        rxconf.offloads = conf.rxmode.offloads;
+        for q in 0..settings.rx_queues {
+            // SAFETY: the port is configured with this many rx queues; the pool outlives the
+            // port (lifetime 'pool); rxconf is a valid copy of the device default.
+            let ret =
+                unsafe { dpdk_sys::rte_eth_rx_queue_setup(id, q, rx_desc, socket, &rxconf, pool.as_ptr()) };
+            self.check(ret, "rte_eth_rx_queue_setup")?;
+        }
+        let mut txconf = dev.default_txconf;
+        txconf.offloads = conf.txmode.offloads;
+        for q in 0..settings.tx_queues {
+            // SAFETY: the port is configured with this many tx queues.
+            let ret = unsafe { dpdk_sys::rte_eth_tx_queue_setup(id, q, tx_desc, socket, &txconf) };
+            self.check(ret, "rte_eth_tx_queue_setup")?;
+        }
+
+        // SAFETY: the port is configured and all queues are set up.
+        let ret = unsafe { dpdk_sys::rte_eth_dev_start(id) };
+        self.check(ret, "rte_eth_dev_start")?;
+
+        if settings.promiscuous {
+            // SAFETY: the port is started. Devices without a MAC filter (pcap, ring, null)
+            // answer ENOTSUP: they already see every frame.
+            let ret = unsafe { dpdk_sys::rte_eth_promiscuous_enable(id) };
+            if ret != 0 && ret != -(libc_enotsup()) {
+                self.check(ret, "rte_eth_promiscuous_enable")?;
+            }
+            // SAFETY: plain query.
+            self.info.promiscuous = unsafe { dpdk_sys::rte_eth_promiscuous_get(id) } == 1;
+        }
+        self.info.rx_queues = settings.rx_queues;
+        self.info.tx_queues = settings.tx_queues;
+        self.info.rx_descriptors = rx_desc;
+        self.info.tx_descriptors = tx_desc;
+        self.rx_taken = (0..settings.rx_queues).map(|_| AtomicBool::new(false)).collect();
+        self.tx_taken = (0..settings.tx_queues).map(|_| AtomicBool::new(false)).collect();
+        Ok(())
+    }
+
+    /// What the port was configured with.
+    pub fn info(&self) -> &PortInfo {
+        &self.info
+    }
+
+    /// DPDK port id.
+    pub fn id(&self) -> u16 {
+        self.info.id
+    }
+
+    /// The handle for rx queue `queue`; each queue can be taken once (DPDK queues are not
+    /// thread-safe, so exactly one worker owns each).
+    pub fn rx_queue(&self, queue: u16) -> Result<RxQueue<'_>, DpdkError> {
+        self.take(&self.rx_taken, "rx", queue)?;
+        Ok(RxQueue { port: self.info.id, queue, _port: PhantomData })
+    }
+
+    /// The handle for tx queue `queue`; each queue can be taken once.
+    pub fn tx_queue(&self, queue: u16) -> Result<TxQueue<'_>, DpdkError> {
+        self.take(&self.tx_taken, "tx", queue)?;
+        Ok(TxQueue { port: self.info.id, queue, _port: PhantomData })
+    }
+
+    fn take(&self, taken: &[AtomicBool], kind: &'static str, queue: u16) -> Result<(), DpdkError> {
+        match taken.get(usize::from(queue)) {
+            Some(flag) if !flag.swap(true, Ordering::AcqRel) => Ok(()),
+            Some(_) => {
+                Err(DpdkError::QueueTaken { port: self.info.id, name: self.info.name.clone(), kind, queue })
+            }
+            None => Err(self.capability(format!("{kind} queue {queue} does not exist"))),
+        }
+    }
+
+    /// The device's counters. Safe to call from the control lcore while workers run.
+    pub fn stats(&self) -> Result<PortStats, DpdkError> {
+        let mut s = dpdk_sys::rte_eth_stats::default();
+        // SAFETY: `s` is a valid out-parameter; reading stats concurrently with the data path
+        // is supported by ethdev.
+        let ret = unsafe { dpdk_sys::rte_eth_stats_get(self.info.id, &mut s) };
+        self.check(ret, "rte_eth_stats_get")?;
+        Ok(PortStats {
+            rx_packets: s.ipackets,
+            tx_packets: s.opackets,
+            rx_bytes: s.ibytes,
+            tx_bytes: s.obytes,
+            rx_missed: s.imissed,
+            rx_errors: s.ierrors,
+            tx_errors: s.oerrors,
+            rx_nombuf: s.rx_nombuf,
+        })
+    }
+
+    fn device_info(&self) -> Result<dpdk_sys::rte_eth_dev_info, DpdkError> {
+        let mut dev = dpdk_sys::rte_eth_dev_info::default();
+        // SAFETY: `dev` is a valid out-parameter for a port id that exists.
+        let ret = unsafe { dpdk_sys::rte_eth_dev_info_get(self.info.id, &mut dev) };
+        self.check(ret, "rte_eth_dev_info_get")?;
+        Ok(dev)
+    }
+
+    fn check(&self, ret: i32, operation: &'static str) -> Result<(), DpdkError> {
+        if ret < 0 {
+            Err(DpdkError::Port {
+                port: self.info.id,
+                name: self.info.name.clone(),
+                operation,
+                reason: RteErrno::from_code(ret),
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    fn capability(&self, detail: String) -> DpdkError {
+        DpdkError::PortCapability { port: self.info.id, name: self.info.name.clone(), detail }
+    }
+}
+
+impl Drop for Port<'_> {
+    fn drop(&mut self) {
+        // SAFETY: every queue handle borrows the port, so no worker uses it any more. Stop
+        // and close flush what the driver buffered (the pcap driver closes its output file);
+        // their errors leave nothing to undo.
+        unsafe {
+            dpdk_sys::rte_eth_dev_stop(self.info.id);
+            dpdk_sys::rte_eth_dev_close(self.info.id);
+        }
+    }
+}
+
+/// The receive side of one queue of a port, owned by one worker.
+pub struct RxQueue<'port> {
+    port: u16,
+    queue: u16,
+    _port: PhantomData<&'port ()>,
+}
+
+impl RxQueue<'_> {
+    /// Receives up to `max` mbufs into `burst` (which is emptied first) and returns how many.
+    #[inline]
+    pub fn recv(&mut self, burst: &mut MbufBurst, max: u16) -> u16 {
+        let (slots, max) = burst.rx_slots(max);
+        // SAFETY: `slots` points to at least `max` writable mbuf pointers; this handle is the
+        // only user of (port, queue), which is set up and started.
+        let n = unsafe { dpdk_sys::rte_eth_rx_burst(self.port, self.queue, slots, max) };
+        burst.set_received(n);
+        n
+    }
+
+    /// Port id.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Queue index.
+    pub fn queue(&self) -> u16 {
+        self.queue
+    }
+}
+
+/// The transmit side of one queue of a port, owned by one worker.
+pub struct TxQueue<'port> {
+    port: u16,
+    queue: u16,
+    _port: PhantomData<&'port ()>,
+}
+
+impl TxQueue<'_> {
+    /// Hands as many of `burst`'s mbufs to the driver as its ring accepts, front first, and
+    /// returns how many. The rest stay in `burst` (for a retry, or to be freed and counted).
+    #[inline]
+    pub fn send(&mut self, burst: &mut MbufBurst) -> u16 {
+        let (window, n) = burst.tx_window();
+        if n == 0 {
+            return 0;
+        }
+        // SAFETY: `window` holds `n` owned mbufs; the driver takes ownership of the first
+        // `sent`; this handle is the only user of (port, queue).
+        let sent = unsafe { dpdk_sys::rte_eth_tx_burst(self.port, self.queue, window, n) };
+        burst.consume_front(sent);
+        sent
+    }
+
+    /// Port id.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Queue index.
+    pub fn queue(&self) -> u16 {
+        self.queue
+    }
+}
+
+fn find_port(name: &str) -> Result<u16, DpdkError> {
+    let c_name = CString::new(name).map_err(|_| DpdkError::InvalidArgument {
+        what: "port name",
+        detail: format!("{name:?} contains a NUL byte"),
+    })?;
+    let mut id: u16 = 0;
+    // SAFETY: valid C string and out-parameter.
+    let ret = unsafe { dpdk_sys::rte_eth_dev_get_port_by_name(c_name.as_ptr(), &mut id) };
+    if ret == 0 {
+        return Ok(id);
+    }
+    Err(DpdkError::PortNotFound { name: name.to_owned(), available: port_names() })
+}
+
+/// Names of every probed port, for error messages.
+fn port_names() -> Vec<String> {
+    let mut names = Vec::new();
+    for id in 0..dpdk_sys::RTE_MAX_ETHPORTS as u16 {
+        let mut buf = [0 as c_char; dpdk_sys::RTE_ETH_NAME_MAX_LEN as usize];
+        // SAFETY: `buf` has RTE_ETH_NAME_MAX_LEN bytes as the API requires.
+        if unsafe { dpdk_sys::rte_eth_dev_get_name_by_port(id, buf.as_mut_ptr()) } == 0 {
+            // SAFETY: on success DPDK wrote a NUL-terminated name into `buf`.
+            names.push(unsafe { c_str_or_empty(buf.as_ptr()) });
+        }
+    }
+    names
+}
+
+fn pool_data_room(pool: &Mempool<'_>) -> u32 {
+    // SAFETY: the pool is a pktmbuf pool (created by rte_pktmbuf_pool_create).
+    let room = unsafe { dpdk_sys::rte_pktmbuf_data_room_size(pool.as_ptr()) };
+    u32::from(room).saturating_sub(dpdk_sys::RTE_PKTMBUF_HEADROOM)
+}
+
+/// # Safety
+/// `ptr` is null or a valid NUL-terminated string.
+unsafe fn c_str_or_empty(ptr: *const c_char) -> String {
+    if ptr.is_null() {
+        String::new()
+    } else {
+        // SAFETY: non-null and NUL-terminated by the caller's contract.
+        unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
+    }
+}
+
+fn empty_info(id: u16, name: &str) -> PortInfo {
+    PortInfo {
+        id,
+        name: name.to_owned(),
+        driver: String::new(),
+        bus: String::new(),
+        rx_queues: 0,
+        tx_queues: 0,
+        rx_descriptors: 0,
+        tx_descriptors: 0,
+        symmetric_rss: false,
+        rx_timestamp_offload: false,
+        rx_scatter: false,
+        tx_multi_segment: false,
+        mtu: 0,
+        promiscuous: false,
+    }
+}
+
+/// ENOTSUP on Linux (DPDK returns `-ENOTSUP` for operations a driver lacks).
+const fn libc_enotsup() -> i32 {
+    95
+}

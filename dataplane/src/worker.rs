@@ -1,0 +1,221 @@
+//! The poll-mode worker loop of the bump in the wire, and the counters it publishes.
+//!
+//! Steering: worker `q` owns rx/tx queue `q` of BOTH ports and forwards port 0 → port 1 and
+//! port 1 → port 0 on that queue index. With a symmetric RSS key both directions of a flow land
+//! on queue `q` of their ingress ports, so request and response meet on one core (the fridge
+//! needs that). One worker per queue index, each on its own EAL lcore; the main lcore runs the
+//! control/statistics loop and only reads the counters.
+//!
+//! Per burst, in one pass: rx burst → [`BurstHook::on_burst`] (measurement; a no-op when only
+//! forwarding) → tx burst, retried a bounded number of times while the tx ring is full → what
+//! is still unsent is freed and counted as dropped, never silently.
+//!
+//! Must never: allocate, lock, log or make a syscall inside [`run`]; reorder frames.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crossbeam::utils::CachePadded;
+
+use crate::dpdk::{MbufBurst, RxQueue, RxTimestampField, TxQueue};
+
+/// The two directions of the bump in the wire; index into [`WorkerCounters::paths`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// In on port 0, out on port 1.
+    Port0ToPort1 = 0,
+    /// In on port 1, out on port 0.
+    Port1ToPort0 = 1,
+}
+
+impl Direction {
+    /// Both directions, in polling order.
+    pub const BOTH: [Direction; 2] = [Direction::Port0ToPort1, Direction::Port1ToPort0];
+
+    /// Index of the port frames arrive on (0 or 1).
+    pub fn rx_port_index(self) -> usize {
+        self as usize
+    }
+
+    /// Index of the port frames leave on (0 or 1).
+    pub fn tx_port_index(self) -> usize {
+        1 - self as usize
+    }
+}
+
+/// What a hook needs to know about the burst it is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathInfo {
+    /// Which way the frames go.
+    pub direction: Direction,
+    /// Queue index (= worker index).
+    pub queue: u16,
+    /// Where the rx port's driver puts rx timestamps, if any driver registered the field.
+    pub rx_timestamp: Option<RxTimestampField>,
+}
+
+/// Work done on every received burst between rx and tx: parsing and synopsis updates in the
+/// measuring build, nothing in the forward-only build. Implementations must not keep, modify
+/// or free the mbufs, and follow the hot-path rules (no allocation, lock, log or syscall).
+pub trait BurstHook {
+    /// Called once per non-empty rx burst, before it is transmitted.
+    fn on_burst(&mut self, path: &PathInfo, burst: &MbufBurst);
+
+    /// Called after a poll of both directions that received nothing (idle time: e.g. to move
+    /// to the next epoch on the clock when no packet does).
+    #[inline]
+    fn on_idle(&mut self) {}
+}
+
+/// The forward-only hook: does nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ForwardOnly;
+
+impl BurstHook for ForwardOnly {
+    #[inline(always)]
+    fn on_burst(&mut self, _path: &PathInfo, _burst: &MbufBurst) {}
+}
+
+/// One direction of a worker: where it receives and where it sends.
+pub struct Path<'p> {
+    /// Rx queue `q` of the ingress port.
+    pub rx: RxQueue<'p>,
+    /// Tx queue `q` of the egress port.
+    pub tx: TxQueue<'p>,
+    /// Passed to the hook.
+    pub info: PathInfo,
+    /// Chained (multi-segment) mbufs can arrive here and the egress port cannot transmit
+    /// them: such frames are then freed before tx and counted in
+    /// [`PathCounters::oversize_dropped`]. Costs a look at every mbuf, so it is only set when
+    /// needed (see `PortInfo::may_receive_chained_mbufs` / `transmits_chained_mbufs`).
+    pub drop_chained: bool,
+}
+
+/// Per-worker tuning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerSettings {
+    /// Mbufs per rx burst (1..=[`crate::dpdk::MAX_BURST`]).
+    pub burst_size: u16,
+    /// Extra tx bursts tried while the tx ring is full before the rest is dropped.
+    pub tx_retry_limit: u32,
+}
+
+/// Counters of one direction of one worker. Written only by that worker (relaxed load+store,
+/// no atomic read-modify-write), read by the main lcore with relaxed loads.
+#[derive(Debug, Default)]
+pub struct PathCounters {
+    /// Frames received on the ingress port's queue.
+    pub rx_packets: AtomicU64,
+    /// Frames the egress port's queue accepted.
+    pub tx_packets: AtomicU64,
+    /// Extra tx bursts issued because the egress ring was full.
+    pub tx_retries: AtomicU64,
+    /// Frames freed because the egress ring stayed full after every retry.
+    pub tx_dropped: AtomicU64,
+    /// Multi-segment frames freed because the egress port cannot transmit them.
+    pub oversize_dropped: AtomicU64,
+}
+
+/// A plain copy of [`PathCounters`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PathSnapshot {
+    /// See [`PathCounters::rx_packets`].
+    pub rx_packets: u64,
+    /// See [`PathCounters::tx_packets`].
+    pub tx_packets: u64,
+    /// See [`PathCounters::tx_retries`].
+    pub tx_retries: u64,
+    /// See [`PathCounters::tx_dropped`].
+    pub tx_dropped: u64,
+    /// See [`PathCounters::oversize_dropped`].
+    pub oversize_dropped: u64,
+}
+
+impl PathCounters {
+    /// Reads every counter (relaxed: each value is exact, the set is not a single instant).
+    pub fn snapshot(&self) -> PathSnapshot {
+        PathSnapshot {
+            rx_packets: self.rx_packets.load(Ordering::Relaxed),
+            tx_packets: self.tx_packets.load(Ordering::Relaxed),
+            tx_retries: self.tx_retries.load(Ordering::Relaxed),
+            tx_dropped: self.tx_dropped.load(Ordering::Relaxed),
+            oversize_dropped: self.oversize_dropped.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Everything one worker publishes, on its own cache lines.
+#[derive(Debug, Default)]
+pub struct WorkerCounters {
+    /// Indexed by [`Direction`].
+    pub paths: [PathCounters; 2],
+    /// Completed polls of both directions (lets the main lcore tell "idle" from "not
+    /// scheduled").
+    pub polls: AtomicU64,
+}
+
+/// The counters of one worker, padded so that workers never share a cache line.
+pub type SharedWorkerCounters = CachePadded<WorkerCounters>;
+
+/// Adds `n` to a counter only this thread writes: a plain load and store, no locked instruction.
+#[inline(always)]
+fn bump(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+/// The poll loop of one worker: runs until `stop` is set, then frees anything it still holds.
+pub fn run<H: BurstHook>(
+    paths: &mut [Path<'_>; 2],
+    settings: &WorkerSettings,
+    counters: &WorkerCounters,
+    stop: &AtomicBool,
+    hook: &mut H,
+) {
+    let mut burst = MbufBurst::new();
+    let mut polls: u64 = 0;
+
+    while !stop.load(Ordering::Relaxed) {
+        let mut received: u16 = 0;
+
+        for (path, c) in paths.iter_mut().zip(&counters.paths) {
+            let n = path.rx.recv(&mut burst, settings.burst_size);
+            if n == 0 {
+                continue;
+            }
+            received += n;
+            bump(&c.rx_packets, u64::from(n));
+
+            hook.on_burst(&path.info, &burst);
+
+            if path.drop_chained {
+                let freed = burst.retain(|m| m.segments() == 1);
+                bump(&c.oversize_dropped, freed as u64);
+            }
+            transmit(&mut path.tx, &mut burst, settings.tx_retry_limit, c);
+        }
+
+        if received == 0 {
+            hook.on_idle();
+        }
+        polls += 1;
+        counters.polls.store(polls, Ordering::Relaxed);
+    }
+}
+
+/// Sends the whole burst in order, retrying while the ring is full, then frees and counts
+/// whatever is left.
+#[inline(always)]
+fn transmit(tx: &mut TxQueue<'_>, burst: &mut MbufBurst, retry_limit: u32, c: &PathCounters) {
+    let mut sent = u64::from(tx.send(burst));
+    let mut retries: u32 = 0;
+    while !burst.is_empty() && retries < retry_limit {
+        retries += 1;
+        sent += u64::from(tx.send(burst));
+    }
+    bump(&c.tx_packets, sent);
+    if retries > 0 {
+        bump(&c.tx_retries, u64::from(retries));
+    }
+    if !burst.is_empty() {
+        bump(&c.tx_dropped, burst.free_all() as u64);
+    }
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every system package wirelat's build and tests need (Debian/Ubuntu, apt-get).
+# Idempotent: packages already installed are skipped, and nothing is done if all are there.
+#
+#   scripts/setup.sh
+#
+# Packages:
+#   libdpdk-dev   DPDK headers, libraries, pkg-config file (dpdk-sys links against it), and
+#                 through its dependencies the PMD plugins (net_pcap, net_ring, net_null, ...)
+#                 the EAL loads at run time
+#   dpdk-dev      dpdk-testpmd, for scripts/bench-forward.sh
+#   libclang-dev  libclang for bindgen
+#   clang         C compiler matching libclang (the wrapper C files)
+#   pkg-config    finds libdpdk
+#   libpcap-dev   libpcap for DPDK's pcap virtual device
+#   build-essential  cc, ld
+set -euo pipefail
+
+PACKAGES=(libdpdk-dev dpdk-dev libclang-dev clang pkg-config libpcap-dev build-essential)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$pkg")
+    fi
+done
+
+if ((${#missing[@]} == 0)); then
+    echo "setup: all system packages present (${PACKAGES[*]})"
+else
+    echo "setup: installing ${missing[*]}"
+    SUDO=""
+    if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -q
+    $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "setup: cargo not found: install a Rust toolchain (rustup.rs) first" >&2
+    exit 1
+fi
+echo "setup: DPDK $(pkg-config --modversion libdpdk), $(cargo --version)"
