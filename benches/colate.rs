@@ -16,7 +16,11 @@ use wirelat_dataplane::synopsis::colate::{Colate, ColateConfig, EpochAccumulator
 fn key_stream(packets: usize) -> Vec<(u64, u64, u64)> {
     let flows = (packets / 40).max(1) as u32;
     let tr = generate(&TraceConfig::new(11, flows, 10_000_000_000, 40.0));
-    tr.packets.iter().take(packets).map(|p| (tr.flow_hashes[p.flow as usize], p.identity, p.ts_s_ns)).collect()
+    tr.packets
+        .iter()
+        .take(packets)
+        .map(|p| (tr.flow_hashes[p.flow as usize], p.identity, p.ts_s_ns))
+        .collect()
 }
 
 fn cfg(n: u32, counts: bool) -> ColateConfig {
@@ -54,22 +58,33 @@ fn per_window(c: &mut Criterion) {
     }
     let mut g = c.benchmark_group("colate_window");
     g.bench_function("merge_n441499_counts", |bch| {
-        bch.iter_batched(|| a.clone(), |mut x| x.merge(black_box(&b)).map(|_| x.packets()), BatchSize::LargeInput)
+        bch.iter_batched(
+            || a.clone(),
+            |mut x| x.merge(black_box(&b)).map(|_| x.packets()),
+            BatchSize::LargeInput,
+        )
     });
     let bytes = a.encode();
     g.bench_function("encode_n441499_counts", |bch| bch.iter(|| black_box(a.encode()).len()));
-    g.bench_function("decode_n441499_counts", |bch| bch.iter(|| Colate::decode(&config, black_box(&bytes)).map(|s| s.packets())));
+    g.bench_function("decode_n441499_counts", |bch| {
+        bch.iter(|| Colate::decode(&config, black_box(&bytes)).map(|s| s.packets()))
+    });
     let mut acc = EpochAccumulator::new(&config, 1, 0).expect("valid config");
     let _ = acc.push_window(0, &a);
     let epoch = acc.flush().expect("one epoch");
     let stored = epoch.encode();
     g.bench_function("epoch_encode_n441499_counts", |bch| bch.iter(|| black_box(epoch.encode()).len()));
     g.bench_function("epoch_decode_n441499_counts", |bch| {
-        bch.iter(|| wirelat_dataplane::synopsis::colate::CounterEpoch::decode(&config, black_box(&stored)).map(|e| e.seq))
+        bch.iter(|| {
+            wirelat_dataplane::synopsis::colate::CounterEpoch::decode(&config, black_box(&stored))
+                .map(|e| e.seq)
+        })
     });
     let seg = Segment::new(vec![&epoch], vec![&epoch]).expect("same config");
     let opts = QueryOptions::default();
-    g.bench_function("query_one_flow_n441499_counts", |bch| bch.iter(|| seg.query(black_box(stream[7].0), 40, &opts).packets));
+    g.bench_function("query_one_flow_n441499_counts", |bch| {
+        bch.iter(|| seg.query(black_box(stream[7].0), 40, &opts).packets)
+    });
     g.bench_function("segment_build_n441499_counts", |bch| {
         bch.iter(|| Segment::new(vec![&epoch], vec![&epoch]).map(|s| s.config().counters))
     });

@@ -15,7 +15,8 @@ use wirelat_dataplane::synopsis::Synopsis;
 use wirelat_dataplane::synopsis::colate::sizing::{self, Eq21Form, SizingRequest};
 use wirelat_dataplane::synopsis::colate::trace::{self, FlowTruth, Trace, TraceConfig};
 use wirelat_dataplane::synopsis::colate::{
-    Colate, ColateConfig, CounterEpoch, EpochAccumulator, EpochMeta, QueryOptions, Repetitions, Segment, select_aligned,
+    Colate, ColateConfig, CounterEpoch, EpochAccumulator, EpochMeta, QueryOptions, Repetitions, Segment,
+    select_aligned,
 };
 
 const TICK_NS: u64 = 1_000;
@@ -40,7 +41,9 @@ fn parse_args() -> Result<Args, String> {
             "--mean-packets" => a.mean_packets = v.parse().map_err(|e| bad(&e))?,
             "--seconds" => a.seconds = v.parse().map_err(|e| bad(&e))?,
             "--seed" => a.seed = v.parse().map_err(|e| bad(&e))?,
-            "--mib" => a.mib = v.split(',').map(|x| x.parse().map_err(|e| bad(&e))).collect::<Result<_, _>>()?,
+            "--mib" => {
+                a.mib = v.split(',').map(|x| x.parse().map_err(|e| bad(&e))).collect::<Result<_, _>>()?
+            }
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
@@ -141,17 +144,29 @@ fn main() {
     );
     println!("latency: mean {:.1} ticks, max {} ns; generated in {:.1?}", mean_lat, lat_max, t0.elapsed());
     let t_max = truth.iter().map(|f| f.t_s as f64).fold(0.0, f64::max);
-    let mut ratios: Vec<f64> =
-        truth.iter().filter(|f| f.packets > 0).map(|f| (f.t_r as f64 - f.t_s as f64) / (f.t_r as f64 + f.t_s as f64)).collect();
+    let mut ratios: Vec<f64> = truth
+        .iter()
+        .filter(|f| f.packets > 0)
+        .map(|f| (f.t_r as f64 - f.t_s as f64) / (f.t_r as f64 + f.t_s as f64))
+        .collect();
     ratios.sort_by(f64::total_cmp);
     let ratio_med = ratios.get(ratios.len() / 2).copied().unwrap_or(1.0);
-    println!("t_max = {t_max:.4e} ticks; measured Eq 12 ratio (t_R − t_S)/(t_R + t_S): median {ratio_med:.3e}");
+    println!(
+        "t_max = {t_max:.4e} ticks; measured Eq 12 ratio (t_R − t_S)/(t_R + t_S): median {ratio_med:.3e}"
+    );
 
     // Per-point packet streams in each point's time order (FIFO keeps the order at R too).
-    let s_pkts: Vec<(u64, u64, u64)> =
-        tr.packets.iter().filter(|p| p.ts_r_ns.is_some()).map(|p| (tr.flow_hashes[p.flow as usize], p.identity, p.ts_s_ns)).collect();
-    let mut r_pkts: Vec<(u64, u64, u64)> =
-        tr.packets.iter().filter_map(|p| p.ts_r_ns.map(|r| (tr.flow_hashes[p.flow as usize], p.identity, r))).collect();
+    let s_pkts: Vec<(u64, u64, u64)> = tr
+        .packets
+        .iter()
+        .filter(|p| p.ts_r_ns.is_some())
+        .map(|p| (tr.flow_hashes[p.flow as usize], p.identity, p.ts_s_ns))
+        .collect();
+    let mut r_pkts: Vec<(u64, u64, u64)> = tr
+        .packets
+        .iter()
+        .filter_map(|p| p.ts_r_ns.map(|r| (tr.flow_hashes[p.flow as usize], p.identity, r)))
+        .collect();
     r_pkts.sort_by_key(|p| p.2);
 
     let levels = [("low", 0.90, 0.10), ("medium", 0.95, 0.05), ("high", 0.99, 0.01)];
@@ -191,7 +206,11 @@ fn main() {
                 let ep = record(c, 0, &s_pkts);
                 let bytes: usize = ep.iter().map(|e| e.encode().len()).sum();
                 let pk: u64 = ep.iter().map(|e| e.data.packets()).sum();
-                (8.0 * bytes as f64 / pk as f64, ep.len(), c.memory_bits() as f64 * ep.len() as f64 / pk as f64)
+                (
+                    8.0 * bytes as f64 / pk as f64,
+                    ep.len(),
+                    c.memory_bits() as f64 * ep.len() as f64 / pk as f64,
+                )
             };
             let (bpp_paper, _, bpp_nominal) = bits(&cfg_paper);
             let (bpp_counts, _, _) = bits(&cfg);
@@ -202,8 +221,14 @@ fn main() {
             let lag = lat_max / TICK_NS + 1;
             let mut segments: HashMap<(Vec<usize>, Vec<usize>), Segment<'_>> = HashMap::new();
             let mut tally = Tally::default();
-            let opts = QueryOptions { level: alpha, repetitions: Repetitions::Exact, beta: Some(beta), t_min_ticks: Some(t_min) };
-            let opts_gamma = QueryOptions { repetitions: Repetitions::Random { gamma: 1000, seed: 7 }, ..opts };
+            let opts = QueryOptions {
+                level: alpha,
+                repetitions: Repetitions::Exact,
+                beta: Some(beta),
+                t_min_ticks: Some(t_min),
+            };
+            let opts_gamma =
+                QueryOptions { repetitions: Repetitions::Random { gamma: 1000, seed: 7 }, ..opts };
             for (fi, ft) in truth.iter().enumerate() {
                 if ft.packets < 2 || (ft.t_s as f64) < t_min {
                     continue;
@@ -212,13 +237,19 @@ fn main() {
                 let Some(sel) = select_aligned(&ms, &mr, a, b, lag) else { continue };
                 let key = (sel.s.clone(), sel.r.clone());
                 let seg = segments.entry(key).or_insert_with(|| {
-                    Segment::new(sel.s.iter().map(|&i| &eps[i]).collect(), sel.r.iter().map(|&i| &epr[i]).collect()).expect("same config")
+                    Segment::new(
+                        sel.s.iter().map(|&i| &eps[i]).collect(),
+                        sel.r.iter().map(|&i| &epr[i]).collect(),
+                    )
+                    .expect("same config")
                 });
                 let rep = seg.query(tr.flow_hashes[fi], ft.packets, &opts);
                 let gamma = seg.query(tr.flow_hashes[fi], ft.packets, &opts_gamma);
                 let (mu, sd) = (ft.mean() * TICK_NS as f64, ft.std_dev() * TICK_NS as f64);
                 let within = |v: &Result<_, _>, truth: f64, b: f64| {
-                    v.as_ref().is_ok_and(|e: &wirelat_dataplane::synopsis::estimate::Estimate| (e.value - truth).abs() <= b * truth)
+                    v.as_ref().is_ok_and(|e: &wirelat_dataplane::synopsis::estimate::Estimate| {
+                        (e.value - truth).abs() <= b * truth
+                    })
                 };
                 if std::env::var_os("COLATE_DEBUG").is_some() && ft.packets >= 1000 {
                     eprintln!(
@@ -231,7 +262,10 @@ fn main() {
                         rep.diagnostics.mismatched_flow_cells
                     );
                 }
-                let covers = rep.mean_ns.as_ref().is_ok_and(|e| e.interval.is_some_and(|i| i.low <= mu && mu <= i.high));
+                let covers = rep
+                    .mean_ns
+                    .as_ref()
+                    .is_ok_and(|e| e.interval.is_some_and(|i| i.low <= mu && mu <= i.high));
                 let flagged = rep.meets_beta == Some(true);
                 tally.each(ft.packets, |t, c| {
                     t.mean[c].add(within(&rep.mean_ns, mu, beta));
@@ -251,28 +285,52 @@ fn main() {
                     }
                 });
             }
-            println!("  epochs {} (S) / {} (R), query segments {}; bits/pkt {bpp_paper:.3} (with counts {bpp_counts:.3}; nominal n·b per epoch {bpp_nominal:.3}); {:.1?}",
-                eps.len(), epr.len(), segments.len(), start.elapsed());
+            println!(
+                "  epochs {} (S) / {} (R), query segments {}; bits/pkt {bpp_paper:.3} (with counts {bpp_counts:.3}; nominal n·b per epoch {bpp_nominal:.3}); {:.1?}",
+                eps.len(),
+                epr.len(),
+                segments.len(),
+                start.elapsed()
+            );
             for (c, min) in CLASSES.iter().enumerate() {
                 let t = &tally;
                 println!(
                     "  p_f ≥ {min:>4}: flows {:>6}; mean ≤ β {}% (interval covers {}%; query says meets β for {}%, of which {}% do); \
                      clean-cell mean {}%; σ ≤ β: paper γ=∞ {}% / γ=1000 {}% (clamped {}%), counts {}%; σ ≤ 5%: paper {}%, counts {}%",
-                    t.mean[c].of, t.mean[c].pct(), t.mean_ci_covers[c].pct(), t.meets_beta[c].pct(), t.mean_when_flagged[c].pct(),
-                    t.clean_mean[c].pct(), t.sd_paper[c].pct(), t.sd_gamma[c].pct(), t.clamped[c].pct(), t.sd_counts[c].pct(),
-                    t.sd_paper_5[c].pct(), t.sd_counts_5[c].pct()
+                    t.mean[c].of,
+                    t.mean[c].pct(),
+                    t.mean_ci_covers[c].pct(),
+                    t.meets_beta[c].pct(),
+                    t.mean_when_flagged[c].pct(),
+                    t.clean_mean[c].pct(),
+                    t.sd_paper[c].pct(),
+                    t.sd_gamma[c].pct(),
+                    t.clamped[c].pct(),
+                    t.sd_counts[c].pct(),
+                    t.sd_paper_5[c].pct(),
+                    t.sd_counts_5[c].pct()
                 );
             }
             rows.push((mib, name, alpha, beta, sz, t_min, tally, bpp_paper, bpp_counts));
         }
     }
-    println!("\n| M | level (α, β) | n | m | b | t_min (ticks) | flows (≥1000 pkts) | mean ≤ β | mean ≤ β, ≥1000 pkts | clean-cell mean ≤ β, ≥1000 pkts | σ paper ≤ β, ≥1000 | σ counts ≤ β, ≥1000 | bits/pkt | bits/pkt (counts) |");
+    println!(
+        "\n| M | level (α, β) | n | m | b | t_min (ticks) | flows (≥1000 pkts) | mean ≤ β | mean ≤ β, ≥1000 pkts | clean-cell mean ≤ β, ≥1000 pkts | σ paper ≤ β, ≥1000 | σ counts ≤ β, ≥1000 | bits/pkt | bits/pkt (counts) |"
+    );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (mib, name, alpha, beta, sz, t_min, t, bp, bc) in &rows {
         println!(
             "| {mib} MiB | {name} ({alpha}, {beta}) | {} | {} | {} | {t_min:.2e} | {} ({}) | {} % | {} % | {} % | {} % | {} % | {bp:.3} | {bc:.3} |",
-            sz.counters, sz.cells_per_flow, sz.counter_bits, t.mean[0].of, t.mean[2].of, t.mean[0].pct(), t.mean[2].pct(),
-            t.clean_mean[2].pct(), t.sd_paper[2].pct(), t.sd_counts[2].pct(),
+            sz.counters,
+            sz.cells_per_flow,
+            sz.counter_bits,
+            t.mean[0].of,
+            t.mean[2].of,
+            t.mean[0].pct(),
+            t.mean[2].pct(),
+            t.clean_mean[2].pct(),
+            t.sd_paper[2].pct(),
+            t.sd_counts[2].pct(),
         );
     }
 }

@@ -55,7 +55,11 @@ impl CellMap {
     /// The packet's j ∈ [0, m).
     #[inline(always)]
     pub fn packet_j(&self, identity: u64, ts_ns: u64) -> u64 {
-        let x = if self.per_point_random { identity ^ ts_ns.wrapping_mul(DERIVE_SALT).rotate_left(29) } else { identity };
+        let x = if self.per_point_random {
+            identity ^ ts_ns.wrapping_mul(DERIVE_SALT).rotate_left(29)
+        } else {
+            identity
+        };
         reduce(mix64(x ^ self.packet_key), self.m)
     }
 

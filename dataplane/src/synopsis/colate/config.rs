@@ -114,7 +114,10 @@ impl SynopsisConfig for ColateConfig {
 
     fn validate(&self) -> Result<(), ConfigError> {
         if self.counters < 3 || self.counters > MAX_COUNTERS {
-            return Err(Self::err("counters", format!("must be in 3..={MAX_COUNTERS}, got {}", self.counters)));
+            return Err(Self::err(
+                "counters",
+                format!("must be in 3..={MAX_COUNTERS}, got {}", self.counters),
+            ));
         }
         if !is_prime(self.counters as u64) {
             return Err(Self::err(
@@ -129,7 +132,7 @@ impl SynopsisConfig for ColateConfig {
             ));
         }
         let m = self.cells_per_flow;
-        if m < 2 || m % 2 != 0 || m > MAX_CELLS_PER_FLOW {
+        if m < 2 || !m.is_multiple_of(2) || m > MAX_CELLS_PER_FLOW {
             return Err(Self::err(
                 "cells_per_flow",
                 format!("must be even and in 2..={MAX_CELLS_PER_FLOW} (Eq 9 pairs cells), got {m}"),
@@ -138,7 +141,10 @@ impl SynopsisConfig for ColateConfig {
         if m >= self.counters {
             return Err(Self::err(
                 "cells_per_flow",
-                format!("must be smaller than counters (Eq 4 divides by n − m), got m = {m} ≥ n = {}", self.counters),
+                format!(
+                    "must be smaller than counters (Eq 4 divides by n − m), got m = {m} ≥ n = {}",
+                    self.counters
+                ),
             ));
         }
         if self.counter_bits == 0 || self.counter_bits > 64 {
@@ -162,12 +168,12 @@ pub fn is_prime(n: u64) -> bool {
     if n < 4 {
         return true;
     }
-    if n % 2 == 0 || n % 3 == 0 {
+    if n.is_multiple_of(2) || n.is_multiple_of(3) {
         return false;
     }
     let mut d = 5u64;
     while d.saturating_mul(d) <= n {
-        if n % d == 0 || n % (d + 2) == 0 {
+        if n.is_multiple_of(d) || n.is_multiple_of(d + 2) {
             return false;
         }
         d += 6;
@@ -218,7 +224,10 @@ mod tests {
         assert_eq!(e.field, "counters");
         assert!(e.reason.contains("9973") && e.reason.contains("10007"), "{}", e.reason);
         for m in [0, 1, 3, 21] {
-            assert_eq!(ColateConfig { cells_per_flow: m, ..ok() }.validate().unwrap_err().field, "cells_per_flow");
+            assert_eq!(
+                ColateConfig { cells_per_flow: m, ..ok() }.validate().unwrap_err().field,
+                "cells_per_flow"
+            );
         }
         let e = ColateConfig { counters: 11, cells_per_flow: 12, ..ok() }.validate().unwrap_err();
         assert!(e.reason.contains("n − m"), "{}", e.reason);
@@ -251,10 +260,12 @@ mod tests {
 
     #[test]
     fn serde_defaults_and_unknown_fields() {
-        let json = r#"{"counters":10007,"cells_per_flow":20,"counter_bits":19,"epoch_threshold_ticks":8000000000}"#;
+        let json =
+            r#"{"counters":10007,"cells_per_flow":20,"counter_bits":19,"epoch_threshold_ticks":8000000000}"#;
         let c: ColateConfig = serde_json::from_str(json).unwrap();
         assert_eq!(c, ok());
-        let bad = r#"{"counters":10007,"cells_per_flow":20,"counter_bits":19,"epoch_threshold_ticks":8,"x":1}"#;
+        let bad =
+            r#"{"counters":10007,"cells_per_flow":20,"counter_bits":19,"epoch_threshold_ticks":8,"x":1}"#;
         assert!(serde_json::from_str::<ColateConfig>(bad).is_err());
     }
 

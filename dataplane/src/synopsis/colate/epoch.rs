@@ -281,7 +281,14 @@ impl EpochAccumulator {
     /// archive with its next sequence number).
     pub fn new(cfg: &ColateConfig, point: u32, first_seq: u64) -> Result<Self, crate::synopsis::ConfigError> {
         cfg.validate()?;
-        Ok(Self { cfg: cfg.clone(), fingerprint: cfg.fingerprint(), point, next_seq: first_seq, last_window: None, open: None })
+        Ok(Self {
+            cfg: cfg.clone(),
+            fingerprint: cfg.fingerprint(),
+            point,
+            next_seq: first_seq,
+            last_window: None,
+            open: None,
+        })
     }
 
     /// The epoch being filled, if any.
@@ -293,7 +300,10 @@ impl EpochAccumulator {
     /// have pushed the open epoch's tick sum past T or one of its counters past 2^b − 1.
     pub fn push_window(&mut self, window: u64, v: &Colate) -> Result<Option<CounterEpoch>, AccumulateError> {
         if v.config() != &self.cfg {
-            return Err(AccumulateError::ConfigMismatch { ours: self.fingerprint, theirs: v.config().fingerprint() });
+            return Err(AccumulateError::ConfigMismatch {
+                ours: self.fingerprint,
+                theirs: v.config().fingerprint(),
+            });
         }
         if let Some(last) = self.last_window
             && window <= last

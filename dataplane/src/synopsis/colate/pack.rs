@@ -102,7 +102,10 @@ mod tests {
     #[test]
     fn short_input_and_dirty_padding_refused() {
         let mut out = Vec::new();
-        assert!(matches!(unpack(&mut Reader::new(&[1, 2]), 3, 7, &mut out), Err(DecodeError::Truncated { .. })));
+        assert!(matches!(
+            unpack(&mut Reader::new(&[1, 2]), 3, 7, &mut out),
+            Err(DecodeError::Truncated { .. })
+        ));
         // 1 value of 3 bits in one byte: bits 3..8 must be zero.
         assert!(unpack(&mut Reader::new(&[0b1000_0101]), 1, 3, &mut out).is_err());
         assert!(unpack(&mut Reader::new(&[]), 1, 65, &mut out).is_err());

@@ -11,8 +11,8 @@ use super::config::ColateConfig;
 use super::epoch::{CounterEpoch, flags};
 use super::stats::{chi2_quantile, ml_foreign_offset, two_sided_z};
 use crate::sim;
-use crate::synopsis::{Synopsis, SynopsisConfig};
 use crate::synopsis::estimate::{ConfidenceInterval, Estimate, Measured, NoEstimate};
+use crate::synopsis::{Synopsis, SynopsisConfig};
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -263,7 +263,8 @@ impl<'a> Segment<'a> {
             let rs: u128 = r.iter().map(|e| e.data.sum(i) as u128).sum();
             rs as i128 - ss as i128
         };
-        let count = |l: &[&CounterEpoch], i: usize| l.iter().map(|e| e.data.count(i).unwrap_or(0)).sum::<u64>();
+        let count =
+            |l: &[&CounterEpoch], i: usize| l.iter().map(|e| e.data.count(i).unwrap_or(0)).sum::<u64>();
         for i in 0..n {
             let d = delta(i) as f64;
             noise.sum_d += d;
@@ -317,7 +318,8 @@ impl<'a> Segment<'a> {
     pub fn flow_sum(&self, flow_hash: u64, receiver: bool) -> f64 {
         let cells = self.map.subvector(flow_hash);
         let (epochs, total) = if receiver { (&self.r, self.total_r) } else { (&self.s, self.total_s) };
-        let sub: u128 = epochs.iter().map(|e| cells.iter().map(|&i| e.data.sum(i) as u128).sum::<u128>()).sum();
+        let sub: u128 =
+            epochs.iter().map(|e| cells.iter().map(|&i| e.data.sum(i) as u128).sum::<u128>()).sum();
         eq4(sub, total, self.cfg.counters as u64, self.cfg.cells_per_flow as u64)
     }
 
@@ -364,7 +366,8 @@ impl<'a> Segment<'a> {
         let noise_mean = (self.noise.sum_d - own_d) / others;
         let noise_var = ((self.noise.sum_d2 - own_d2) / others - noise_mean * noise_mean).max(0.0);
 
-        let mismatched = cfg.packet_counts.then(|| counts_s.iter().zip(&counts_r).filter(|(a, b)| a != b).count() as u32);
+        let mismatched =
+            cfg.packet_counts.then(|| counts_s.iter().zip(&counts_r).filter(|(a, b)| a != b).count() as u32);
         let diagnostics = QueryDiagnostics {
             epochs_s: self.s.iter().map(|e| e.seq).collect(),
             epochs_r: self.r.iter().map(|e| e.seq).collect(),
@@ -373,7 +376,9 @@ impl<'a> Segment<'a> {
             flags: self.flags,
             noise_variance_ticks2: noise_var,
             mismatched_flow_cells: mismatched,
-            count_difference: cfg.packet_counts.then(|| self.noise.count_difference.clamp(i64::MIN as i128, i64::MAX as i128) as i64),
+            count_difference: cfg
+                .packet_counts
+                .then(|| self.noise.count_difference.clamp(i64::MIN as i128, i64::MAX as i128) as i64),
         };
         let mut report = FlowLatencyReport {
             flow_hash,
@@ -397,7 +402,9 @@ impl<'a> Segment<'a> {
             diagnostics,
         };
         if self.flags & flags::COUNTER_WRAPPED != 0 {
-            let e = NoEstimate::Other { detail: "a u64 counter wrapped in an epoch used: its sums are unusable".into() };
+            let e = NoEstimate::Other {
+                detail: "a u64 counter wrapped in an epoch used: its sums are unusable".into(),
+            };
             report.mean_ns = Err(e.clone());
             report.std_dev_paper_ns = Err(e.clone());
             report.std_dev_counts_ns = Err(e.clone());
@@ -418,7 +425,8 @@ impl<'a> Segment<'a> {
             .and_then(|(a, b)| a.checked_sub(b));
         let mean_ticks = num.map_or(f64::NAN, |num| num as f64 / ((nf - mf) * pf));
         let se_ticks = nf * (mf * noise_var).sqrt() / ((nf - mf) * pf);
-        report.mean_ns = Estimate::new(mean_ticks * tick, packets).map(|e| e.with_half_width(opts.level, z * se_ticks * tick));
+        report.mean_ns = Estimate::new(mean_ticks * tick, packets)
+            .map(|e| e.with_half_width(opts.level, z * se_ticks * tick));
         let rel = z * se_ticks / mean_ticks.abs();
         if report.mean_ns.is_ok() && rel.is_finite() {
             report.mean_relative_half_width = Some(rel);
@@ -442,9 +450,11 @@ impl<'a> Segment<'a> {
             // Ŝ₂·(m − 1)/Ŝ₂-true ≈ χ²_{m−1} (noise-free, normal cells; spec §8 P2).
             let df = mf - 1.0;
             let a = 1.0 - opts.level;
-            let lo = (s2 * df / chi2_quantile(df, 1.0 - a / 2.0) / pf - mean_ticks * mean_ticks).max(0.0).sqrt();
+            let lo =
+                (s2 * df / chi2_quantile(df, 1.0 - a / 2.0) / pf - mean_ticks * mean_ticks).max(0.0).sqrt();
             let hi = (s2 * df / chi2_quantile(df, a / 2.0) / pf - mean_ticks * mean_ticks).max(0.0).sqrt();
-            report.std_dev_paper_ns = Estimate::new(sd * tick, packets).map(|e| with_interval(e, opts.level, lo * tick, hi * tick));
+            report.std_dev_paper_ns =
+                Estimate::new(sd * tick, packets).map(|e| with_interval(e, opts.level, lo * tick, hi * tick));
         }
 
         if cfg.packet_counts {
@@ -493,7 +503,9 @@ impl<'a> Segment<'a> {
             return Err(NoEstimate::NoUsableCells);
         }
         if used.is_empty() {
-            return Err(NoEstimate::Other { detail: "every cell of the flow is contaminated (counts differ or too large)".into() });
+            return Err(NoEstimate::Other {
+                detail: "every cell of the flow is contaminated (counts differ or too large)".into(),
+            });
         }
         let (md, mk) = reference.means();
         let j = used.len() as f64;
@@ -515,7 +527,13 @@ impl<'a> Segment<'a> {
     /// cells' variance of Δ_i − μ̂·K_i. Hence σ̂² = (Σ_J r_j² − |J|·ν̂) / ((1 − 1/m)·p_f·|J|/m).
     /// Unlike the paper's pairings no μ²·(c_a − c_b)² term enters, so the error does not grow
     /// with μ/σ. Interval: Σ_J A_j² ≈ σ²-scaled χ²_{|J|−1}.
-    fn std_dev_counts(&self, v: &CountsView, packets: u64, opts: &QueryOptions, clamped: &mut bool) -> Measured<Estimate> {
+    fn std_dev_counts(
+        &self,
+        v: &CountsView,
+        packets: u64,
+        opts: &QueryOptions,
+        clamped: &mut bool,
+    ) -> Measured<Estimate> {
         if packets < 2 {
             return Err(NoEstimate::TooFewSamples { have: packets, need: 2 });
         }
@@ -535,7 +553,8 @@ impl<'a> Segment<'a> {
         let tick = self.cfg.tick_ns as f64;
         let lo = (own_ss.max(0.0) * df / chi2_quantile(df, 1.0 - a / 2.0) / scale).sqrt();
         let hi = (own_ss.max(0.0) * df / chi2_quantile(df, a / 2.0) / scale).sqrt();
-        Estimate::new(var.max(0.0).sqrt() * tick, packets).map(|e| with_interval(e, opts.level, lo * tick, hi * tick))
+        Estimate::new(var.max(0.0).sqrt() * tick, packets)
+            .map(|e| with_interval(e, opts.level, lo * tick, hi * tick))
     }
 }
 
@@ -565,6 +584,24 @@ pub fn eq4(subvector_sum: u128, total: u128, n: u64, m: u64) -> f64 {
         .zip((m as i128).checked_mul(total as i128))
         .and_then(|(a, b)| a.checked_sub(b));
     num.map_or(f64::NAN, |v| v as f64 / (n as f64 - m as f64))
+}
+
+/// The paper's count of pair sequences ∏_{i=1..m/2} C(m − 2(i − 1), 2) = m!/2^{m/2} (§4.2.2;
+/// 2.38·10¹⁵ for m = 20). Many give the same value: see [`distinct_pairings`].
+pub fn ordered_pairing_sequences(m: u32) -> f64 {
+    (1..=m).map(f64::from).product::<f64>() / 2f64.powi((m / 2) as i32)
+}
+
+/// The number of distinct pairings (perfect matchings) of m cells, (m − 1)!! (654 729 075 for
+/// m = 20): the only values a pairing can give.
+pub fn distinct_pairings(m: u32) -> f64 {
+    (1..m).step_by(2).map(f64::from).product()
+}
+
+/// m!/n^m: the paper's chance that two flows get the same subvector (§3.1; 2.4·10⁻⁶² for
+/// n = 10 000, m = 20).
+pub fn same_subvector_probability(n: u32, m: u32) -> f64 {
+    (1..=m).map(|i| i as f64 / n as f64).product()
 }
 
 /// The exact average over all pairings of Σ_l (D_{Q[2l]} − D_{Q[2l−1]})²: each unordered pair
@@ -612,5 +649,9 @@ fn paper_model(t_s: f64, t_r: f64, total_s: f64, total_r: f64, n: f64, m: f64, k
     };
     let (b_s, b_r) = (b(t_s, total_s), b(t_r, total_r));
     let implied_beta = (b_s.max(b_r) * (t_r + t_s) / (t_r - t_s)).abs();
-    (b_s.is_finite() && b_r.is_finite() && implied_beta.is_finite()).then_some(PaperModel { b_s, b_r, implied_beta })
+    (b_s.is_finite() && b_r.is_finite() && implied_beta.is_finite()).then_some(PaperModel {
+        b_s,
+        b_r,
+        implied_beta,
+    })
 }

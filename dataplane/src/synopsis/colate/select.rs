@@ -41,12 +41,20 @@ pub struct Selection {
 ///
 /// `t0..=t1` is the flow's time at S in ticks; the receiver side looks at `t0..=t1 + lag`.
 /// `None` when neither point has an overlapping epoch.
-pub fn select_aligned(s: &[EpochMeta], r: &[EpochMeta], t0: u64, t1: u64, lag_ticks: u64) -> Option<Selection> {
+pub fn select_aligned(
+    s: &[EpochMeta],
+    r: &[EpochMeta],
+    t0: u64,
+    t1: u64,
+    lag_ticks: u64,
+) -> Option<Selection> {
     let s0 = epochs_overlapping(s, t0, t1);
     let r0 = epochs_overlapping(r, t0, t1.saturating_add(lag_ticks));
     let range = |idx: &[usize], all: &[EpochMeta]| {
         idx.iter().filter_map(|&i| all.get(i)).fold(None, |acc: Option<(u64, u64)>, e| {
-            Some(acc.map_or((e.first_window, e.last_window), |(lo, hi)| (lo.min(e.first_window), hi.max(e.last_window))))
+            Some(acc.map_or((e.first_window, e.last_window), |(lo, hi)| {
+                (lo.min(e.first_window), hi.max(e.last_window))
+            }))
         })
     };
     let mut cover = match (range(&s0, s), range(&r0, r)) {
@@ -81,7 +89,8 @@ pub fn select_aligned(s: &[EpochMeta], r: &[EpochMeta], t0: u64, t1: u64, lag_ti
 
 /// True when the epochs tile their window range without a hole.
 fn contiguous(idx: &[usize], all: &[EpochMeta]) -> bool {
-    let mut spans: Vec<(u64, u64)> = idx.iter().filter_map(|&i| all.get(i)).map(|e| (e.first_window, e.last_window)).collect();
+    let mut spans: Vec<(u64, u64)> =
+        idx.iter().filter_map(|&i| all.get(i)).map(|e| (e.first_window, e.last_window)).collect();
     spans.sort_unstable();
     spans.windows(2).all(|w| w[0].1.checked_add(1) == Some(w[1].0))
 }
@@ -96,7 +105,11 @@ mod tests {
 
     /// Windows of 100 ticks; epochs given by window ranges; ticks span the windows.
     fn epochs(spans: &[(u64, u64)]) -> Vec<EpochMeta> {
-        spans.iter().enumerate().map(|(i, &(a, b))| meta(i as u64, (a, b), Some((a * 100, b * 100 + 99)))).collect()
+        spans
+            .iter()
+            .enumerate()
+            .map(|(i, &(a, b))| meta(i as u64, (a, b), Some((a * 100, b * 100 + 99))))
+            .collect()
     }
 
     #[test]
@@ -136,7 +149,10 @@ mod tests {
         // With a shared boundary at 6 the growth stops there.
         let r2 = epochs(&[(0, 3), (4, 5), (6, 9)]);
         let sel = select_aligned(&s, &r2, 810, 820, 0).unwrap();
-        assert_eq!((sel.s.clone(), sel.r.clone(), sel.windows, sel.aligned), (vec![2], vec![2], (6, 9), true));
+        assert_eq!(
+            (sel.s.clone(), sel.r.clone(), sel.windows, sel.aligned),
+            (vec![2], vec![2], (6, 9), true)
+        );
     }
 
     #[test]

@@ -109,7 +109,14 @@ pub struct SizingRequest {
 
 impl SizingRequest {
     /// A request with the corrected Eq 22, m hint 20 and m ≤ 1024.
-    pub fn new(memory_bits: u64, alpha: f64, beta: f64, eq12_ratio: f64, t_min_ticks: f64, t_max_ticks: f64) -> Self {
+    pub fn new(
+        memory_bits: u64,
+        alpha: f64,
+        beta: f64,
+        eq12_ratio: f64,
+        t_min_ticks: f64,
+        t_max_ticks: f64,
+    ) -> Self {
         Self {
             memory_bits,
             alpha,
@@ -181,7 +188,13 @@ pub struct Sizing {
 
 impl Sizing {
     /// The configuration these parameters give, with the caller's timescale and seed.
-    pub fn config(&self, tick_ns: u64, origin_ns: u64, seed: u64, packet_counts: bool) -> Result<ColateConfig, ConfigError> {
+    pub fn config(
+        &self,
+        tick_ns: u64,
+        origin_ns: u64,
+        seed: u64,
+        packet_counts: bool,
+    ) -> Result<ColateConfig, ConfigError> {
         let cfg = ColateConfig {
             counters: self.counters,
             cells_per_flow: self.cells_per_flow,
@@ -215,11 +228,21 @@ pub fn solve(req: &SizingRequest) -> Result<Sizing, ConfigError> {
     if !(req.eq12_ratio > 0.0 && req.eq12_ratio <= 1.0) {
         return Err(err("eq12_ratio", format!("must be in (0, 1], got {}", req.eq12_ratio)));
     }
-    if !(req.t_min_ticks >= 1.0 && req.t_min_ticks.is_finite() && req.t_max_ticks >= req.t_min_ticks && req.t_max_ticks.is_finite()) {
-        return Err(err("t_min_ticks", format!("need 1 ≤ t_min ≤ t_max, got {} and {}", req.t_min_ticks, req.t_max_ticks)));
+    if !(req.t_min_ticks >= 1.0
+        && req.t_min_ticks.is_finite()
+        && req.t_max_ticks >= req.t_min_ticks
+        && req.t_max_ticks.is_finite())
+    {
+        return Err(err(
+            "t_min_ticks",
+            format!("need 1 ≤ t_min ≤ t_max, got {} and {}", req.t_min_ticks, req.t_max_ticks),
+        ));
     }
     if req.memory_bits < 1024 {
-        return Err(err("memory_bits", format!("{} bits is too small for a counter vector", req.memory_bits)));
+        return Err(err(
+            "memory_bits",
+            format!("{} bits is too small for a counter vector", req.memory_bits),
+        ));
     }
     let hint = req.cells_per_flow_hint.max(2) as f64;
     let m_cap = (req.max_cells_per_flow as f64).max(hint).min(super::config::MAX_CELLS_PER_FLOW as f64);
@@ -320,7 +343,10 @@ pub fn solve(req: &SizingRequest) -> Result<Sizing, ConfigError> {
     if eq22_slack < 0.0 {
         return Err(err(
             "target",
-            format!("rounding (n, m, b) = ({:.0}, {:.2}, {:.3}) to integers breaks Eq 22; raise M or relax β", cont.n, cont.m, cont.b),
+            format!(
+                "rounding (n, m, b) = ({:.0}, {:.2}, {:.3}) to integers breaks Eq 22; raise M or relax β",
+                cont.n, cont.m, cont.b
+            ),
         ));
     }
     Ok(Sizing {

@@ -133,7 +133,8 @@ impl Colate {
     /// leaving `self` unchanged) if any sum would exceed `limit`: the epoch accumulator's
     /// "would a counter overflow b bits" test and the add in one pass when it fits.
     pub(crate) fn try_add_within(&mut self, other: &Self, limit: u64) -> bool {
-        let fits = (0..self.counters()).all(|i| self.sum(i).checked_add(other.sum(i)).is_some_and(|s| s <= limit));
+        let fits =
+            (0..self.counters()).all(|i| self.sum(i).checked_add(other.sum(i)).is_some_and(|s| s <= limit));
         if fits {
             self.add(other);
         }
@@ -250,9 +251,13 @@ impl Colate {
             return Err(Self::invalid("cells", "the cell sums do not add up to the recorded total"));
         }
         if self.stride == 2 {
-            let counts = (0..self.counters()).try_fold(0u64, |acc, i| acc.checked_add(self.count(i).unwrap_or(0)));
+            let counts =
+                (0..self.counters()).try_fold(0u64, |acc, i| acc.checked_add(self.count(i).unwrap_or(0)));
             if counts != Some(self.packets) {
-                return Err(Self::invalid("cells", "the cell packet counts do not add up to the packet total"));
+                return Err(Self::invalid(
+                    "cells",
+                    "the cell packet counts do not add up to the packet total",
+                ));
             }
         }
         if self.packets == 0 {
@@ -273,8 +278,8 @@ impl Colate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synopsis::hash::mix64;
     use crate::synopsis::codec::HEADER_LEN;
+    use crate::synopsis::hash::mix64;
     use proptest::prelude::*;
 
     fn cfg(counts: bool) -> ColateConfig {
@@ -283,7 +288,9 @@ mod tests {
 
     fn packets(k: usize, seed: u64) -> Vec<(u64, u64, u64)> {
         (0..k as u64)
-            .map(|i| (mix64(seed ^ (i % 37)), mix64(seed.wrapping_add(i) ^ 0x55), 1_000 + i * 17 + (mix64(i) % 13)))
+            .map(|i| {
+                (mix64(seed ^ (i % 37)), mix64(seed.wrapping_add(i) ^ 0x55), 1_000 + i * 17 + (mix64(i) % 13))
+            })
             .collect()
     }
 
@@ -301,7 +308,10 @@ mod tests {
             assert_eq!(s.cell_sum(), total);
             assert!(!s.counters_wrapped());
             assert_eq!(s.packets(), 5_000);
-            assert_eq!(s.tick_range(), Some((ps.iter().map(|p| p.2).min().unwrap(), ps.iter().map(|p| p.2).max().unwrap())));
+            assert_eq!(
+                s.tick_range(),
+                Some((ps.iter().map(|p| p.2).min().unwrap(), ps.iter().map(|p| p.2).max().unwrap()))
+            );
             // Only cells of the recorded flows' subvectors are non-zero.
             let mut allowed = vec![false; 1_009];
             for &(f, _, _) in &ps {

@@ -113,7 +113,8 @@ pub fn generate(cfg: &TraceConfig) -> Trace {
         let src = Ipv4Addr::from(0x0a00_0000 | (f & 0x00ff_ffff));
         let dst = Ipv4Addr::from(0xc0a8_0000 | ((f.wrapping_mul(2_654_435_761) >> 16) & 0xffff));
         keys.push(FlowKey::new(IpAddr::V4(src), IpAddr::V4(dst), 1024 + (f % 60_000) as u16, 443, 6));
-        let p = sizes.map_or(1.0, |d| d.sample(&mut rng)).ceil().clamp(1.0, cfg.max_packets_per_flow as f64) as u64;
+        let p = sizes.map_or(1.0, |d| d.sample(&mut rng)).ceil().clamp(1.0, cfg.max_packets_per_flow as f64)
+            as u64;
         let mut start = rng.random_range(0..cfg.duration_ns.max(1));
         let paced = p as f64 * mean_gap_ns / cfg.max_flow_share.max(1e-6);
         let len = dur.map_or(0.0, |d| d.sample(&mut rng)).max(paced).min(cfg.duration_ns as f64) as u64;
