@@ -5,6 +5,7 @@
 //! flow query.
 //!
 //! Run: `cargo bench --no-default-features --bench colate`. Target: ≤ 10 ns per packet update.
+//! On a shared machine also measure CPU time with `examples/colate_update_cost.rs` under perf.
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
@@ -35,10 +36,19 @@ fn update(c: &mut Criterion) {
         for counts in [false, true] {
             let mut s = Colate::new(&cfg(n, counts)).expect("valid config");
             let label = format!("{name}_{}", if counts { "counts" } else { "paper" });
-            g.bench_function(label, |b| {
+            g.bench_function(label.clone(), |b| {
                 b.iter(|| {
                     for &(f, id, ts) in &stream {
                         s.update_raw(f, id, ts);
+                    }
+                    black_box(s.packets())
+                })
+            });
+            // The runtime's burst loop: 32 packets at a time through `update_burst`.
+            g.bench_function(format!("{label}_burst32"), |b| {
+                b.iter(|| {
+                    for burst in stream.chunks(32) {
+                        s.update_burst(burst);
                     }
                     black_box(s.packets())
                 })

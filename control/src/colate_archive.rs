@@ -334,6 +334,8 @@ pub struct ArchiveWriter {
     header: ArchiveHeader,
     last: Option<EpochMeta>,
     sync: bool,
+    /// Where the next record starts.
+    file_len: u64,
     bytes_written: u64,
     packets_written: u64,
 }
@@ -352,7 +354,17 @@ impl ArchiveWriter {
         })?;
         file.write_all(&bytes).map_err(io_err(&path))?;
         file.sync_data().map_err(io_err(&path))?;
-        Ok(Self { path, file, header, last: None, sync: false, bytes_written: 0, packets_written: 0 })
+        let file_len = bytes.len() as u64;
+        Ok(Self {
+            path,
+            file,
+            header,
+            last: None,
+            sync: false,
+            file_len,
+            bytes_written: 0,
+            packets_written: 0,
+        })
     }
 
     /// Opens an archive to append to, creating it if missing. An existing file must carry
@@ -385,6 +397,7 @@ impl ArchiveWriter {
             header,
             last: reader.index.last().map(|e| e.meta),
             sync: false,
+            file_len: reader.file_len,
             bytes_written: 0,
             packets_written: 0,
         })
@@ -418,7 +431,7 @@ impl ArchiveWriter {
         let meta = epoch.meta();
         check_order(&self.header, self.last.as_ref(), &meta).map_err(|source| ArchiveError::Record {
             path: self.path.clone(),
-            offset: self.bytes_written,
+            offset: self.file_len,
             source,
         })?;
         let body = epoch.encode();
@@ -433,6 +446,7 @@ impl ArchiveWriter {
             self.file.sync_data().map_err(io_err(&self.path))?;
         }
         self.last = Some(meta);
+        self.file_len += rec.len() as u64;
         self.bytes_written += rec.len() as u64;
         self.packets_written += meta.packets;
         Ok(AppendStats { bytes: rec.len() as u64, storage: epoch.storage() })

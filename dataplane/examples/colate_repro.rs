@@ -4,11 +4,12 @@
 //! accumulator folds into T-closed counter epochs, queried per flow with the aligned selection.
 //!
 //! Prints, per (M, level): the sizing, the flows it targets, the achieved reliability of the mean
-//! (Eq 3; and the clean-cell mean of the count extension), of the std-dev (paper estimator, exact
+//! (Eq 3; and the count mean of the count extension), of the std-dev (paper estimator, exact
 //! γ → ∞ and γ = 1000 pairings; count extension), and the storage in bits per packet.
 //!
 //! Run: `cargo run --release -p wirelat-dataplane --no-default-features --example colate_repro
-//! [-- --flows 40000 --mean-packets 50 --seconds 60 --mib 1,10,100]`
+//! [-- --flows 40000 --mean-packets 50 --seconds 60 --mib 1,10,100 --propagation-us 0 --seed 2014
+//! --threshold T]`
 
 use std::collections::HashMap;
 use wirelat_dataplane::synopsis::Synopsis;
@@ -28,10 +29,21 @@ struct Args {
     seconds: u64,
     mib: Vec<u64>,
     seed: u64,
+    propagation_us: u64,
+    /// Overrides the sized T (ticks) to force several counter epochs in a short trace.
+    threshold: Option<u64>,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut a = Args { flows: 40_000, mean_packets: 50.0, seconds: 60, mib: vec![1, 10, 100], seed: 2014 };
+    let mut a = Args {
+        flows: 40_000,
+        mean_packets: 50.0,
+        seconds: 60,
+        mib: vec![1, 10, 100],
+        seed: 2014,
+        propagation_us: 0,
+        threshold: None,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let v = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -41,6 +53,8 @@ fn parse_args() -> Result<Args, String> {
             "--mean-packets" => a.mean_packets = v.parse().map_err(|e| bad(&e))?,
             "--seconds" => a.seconds = v.parse().map_err(|e| bad(&e))?,
             "--seed" => a.seed = v.parse().map_err(|e| bad(&e))?,
+            "--propagation-us" => a.propagation_us = v.parse().map_err(|e| bad(&e))?,
+            "--threshold" => a.threshold = Some(v.parse().map_err(|e| bad(&e))?),
             "--mib" => {
                 a.mib = v.split(',').map(|x| x.parse().map_err(|e| bad(&e))).collect::<Result<_, _>>()?
             }
@@ -96,7 +110,7 @@ struct Tally {
     mean_ci_covers: [Rate; 3],
     meets_beta: [Rate; 3],
     mean_when_flagged: [Rate; 3],
-    clean_mean: [Rate; 3],
+    count_mean: [Rate; 3],
     sd_paper: [Rate; 3],
     sd_gamma: [Rate; 3],
     sd_counts: [Rate; 3],
@@ -123,7 +137,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let tcfg = TraceConfig::new(args.seed, args.flows, args.seconds * 1_000_000_000, args.mean_packets);
+    let tcfg = TraceConfig {
+        propagation_ns: args.propagation_us * 1_000,
+        ..TraceConfig::new(args.seed, args.flows, args.seconds * 1_000_000_000, args.mean_packets)
+    };
     let t0 = std::time::Instant::now();
     let tr: Trace = trace::generate(&tcfg);
     let truth: Vec<FlowTruth> = trace::truth(&tr, 0, TICK_NS);
@@ -131,7 +148,7 @@ fn main() {
     let lat_max = tr.packets.iter().filter_map(|p| p.ts_r_ns.map(|r| r - p.ts_s_ns)).max().unwrap_or(0);
     let mean_lat = truth.iter().map(|f| f.sum_d).sum::<f64>() / delivered as f64;
     println!(
-        "trace: seed {} · {} flows · {} packets ({} delivered, {} RED drops) · {} s · ρ = {} · tick {} ns · windows {} s",
+        "trace: seed {} · {} flows · {} packets ({} delivered, {} RED drops) · {} s · ρ = {} · propagation {} µs · tick {} ns · windows {} s",
         args.seed,
         args.flows,
         tr.packets.len(),
@@ -139,10 +156,22 @@ fn main() {
         tr.dropped,
         args.seconds,
         tcfg.utilisation,
+        args.propagation_us,
         TICK_NS,
         WINDOW_NS / 1_000_000_000
     );
-    println!("latency: mean {:.1} ticks, max {} ns; generated in {:.1?}", mean_lat, lat_max, t0.elapsed());
+    let (mut ratio_sum, mut ratio_n) = (0.0, 0.0);
+    for f in truth.iter().filter(|f| f.packets >= 100) {
+        ratio_sum += f.mean() / f.std_dev().max(1e-9);
+        ratio_n += 1.0;
+    }
+    println!(
+        "latency: mean {:.1} ticks, max {} ns, mean μ/σ of flows ≥ 100 packets {:.2}; generated in {:.1?}",
+        mean_lat,
+        lat_max,
+        ratio_sum / ratio_n,
+        t0.elapsed()
+    );
     let t_max = truth.iter().map(|f| f.t_s as f64).fold(0.0, f64::max);
     let mut ratios: Vec<f64> = truth
         .iter()
@@ -199,8 +228,12 @@ fn main() {
                  t_min = {t_min:.3e} ticks; printed Eq 22 feasible: {printed}; with measured ratio: {measured}",
                 sz.counters, sz.cells_per_flow, sz.counter_bits, sz.epoch_threshold_ticks as f64, sz.verdict
             );
-            let cfg = sz.config(TICK_NS, 0, args.seed, true).expect("valid");
-            let cfg_paper = sz.config(TICK_NS, 0, args.seed, false).expect("valid");
+            let mut cfg = sz.config(TICK_NS, 0, args.seed, true).expect("valid");
+            if let Some(t) = args.threshold {
+                cfg.epoch_threshold_ticks = t;
+                println!("  T forced to {t:.3e} ticks", t = t as f64);
+            }
+            let cfg_paper = ColateConfig { packet_counts: false, ..cfg.clone() };
             // Storage of the paper variant (no counts) and of the count extension.
             let bits = |c: &ColateConfig| {
                 let ep = record(c, 0, &s_pkts);
@@ -251,17 +284,6 @@ fn main() {
                         (e.value - truth).abs() <= b * truth
                     })
                 };
-                if std::env::var_os("COLATE_DEBUG").is_some() && ft.packets >= 1000 {
-                    eprintln!(
-                        "p {} mu {mu:.0} sd {sd:.0} | mean {:?} sdp {:?} sdc {:?} noise {:.3e} mism {:?}",
-                        ft.packets,
-                        rep.mean_ns.as_ref().map(|e| e.value as i64),
-                        rep.std_dev_paper_ns.as_ref().map(|e| e.value as i64),
-                        rep.std_dev_counts_ns.as_ref().map(|e| e.value as i64),
-                        rep.diagnostics.noise_variance_ticks2,
-                        rep.diagnostics.mismatched_flow_cells
-                    );
-                }
                 let covers = rep
                     .mean_ns
                     .as_ref()
@@ -274,7 +296,7 @@ fn main() {
                     if flagged {
                         t.mean_when_flagged[c].add(within(&rep.mean_ns, mu, beta));
                     }
-                    t.clean_mean[c].add(within(&rep.mean_counts_ns, mu, beta));
+                    t.count_mean[c].add(within(&rep.mean_counts_ns, mu, beta));
                     if sd > 0.0 {
                         t.sd_paper[c].add(within(&rep.std_dev_paper_ns, sd, beta));
                         t.sd_gamma[c].add(within(&gamma.std_dev_paper_ns, sd, beta));
@@ -296,13 +318,13 @@ fn main() {
                 let t = &tally;
                 println!(
                     "  p_f ≥ {min:>4}: flows {:>6}; mean ≤ β {}% (interval covers {}%; query says meets β for {}%, of which {}% do); \
-                     clean-cell mean {}%; σ ≤ β: paper γ=∞ {}% / γ=1000 {}% (clamped {}%), counts {}%; σ ≤ 5%: paper {}%, counts {}%",
+                     count mean {}%; σ ≤ β: paper γ=∞ {}% / γ=1000 {}% (clamped {}%), counts {}%; σ ≤ 5%: paper {}%, counts {}%",
                     t.mean[c].of,
                     t.mean[c].pct(),
                     t.mean_ci_covers[c].pct(),
                     t.meets_beta[c].pct(),
                     t.mean_when_flagged[c].pct(),
-                    t.clean_mean[c].pct(),
+                    t.count_mean[c].pct(),
                     t.sd_paper[c].pct(),
                     t.sd_gamma[c].pct(),
                     t.clamped[c].pct(),
@@ -315,22 +337,28 @@ fn main() {
         }
     }
     println!(
-        "\n| M | level (α, β) | n | m | b | t_min (ticks) | flows (≥1000 pkts) | mean ≤ β | mean ≤ β, ≥1000 pkts | clean-cell mean ≤ β, ≥1000 pkts | σ paper ≤ β, ≥1000 | σ counts ≤ β, ≥1000 | bits/pkt | bits/pkt (counts) |"
+        "\n| M | level (α, β) | n / m / b | t_min (ticks) | flows: all / ≥100 / ≥1000 pkts | mean ≤ β: all / ≥100 / ≥1000 | count mean ≤ β: ≥100 / ≥1000 | σ ≤ β, ≥1000 pkts: paper γ=∞ / γ=1000 / counts | σ ≤ 5 %, ≥1000 pkts: paper / counts | bits/pkt: paper / counts |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (mib, name, alpha, beta, sz, t_min, t, bp, bc) in &rows {
         println!(
-            "| {mib} MiB | {name} ({alpha}, {beta}) | {} | {} | {} | {t_min:.2e} | {} ({}) | {} % | {} % | {} % | {} % | {} % | {bp:.3} | {bc:.3} |",
+            "| {mib} MiB | {name} ({alpha}, {beta}) | {} / {} / {} | {t_min:.2e} | {} / {} / {} | {} / {} / {} % | {} / {} % | {} / {} / {} % | {} / {} % | {bp:.2} / {bc:.2} |",
             sz.counters,
             sz.cells_per_flow,
             sz.counter_bits,
             t.mean[0].of,
+            t.mean[1].of,
             t.mean[2].of,
             t.mean[0].pct(),
+            t.mean[1].pct(),
             t.mean[2].pct(),
-            t.clean_mean[2].pct(),
+            t.count_mean[1].pct(),
+            t.count_mean[2].pct(),
             t.sd_paper[2].pct(),
+            t.sd_gamma[2].pct(),
             t.sd_counts[2].pct(),
+            t.sd_paper_5[2].pct(),
+            t.sd_counts_5[2].pct(),
         );
     }
 }

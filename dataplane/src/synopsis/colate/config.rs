@@ -56,8 +56,9 @@ pub struct ColateConfig {
     #[serde(default)]
     pub j_mode: JMode,
     /// Keep a packet counter beside every timestamp counter (beyond the paper, spec §8 P2):
-    /// enables the count-based std-dev, the clean-cell mean and the query-time boundary checks.
-    /// Doubles the memory and the stored epoch size.
+    /// enables the count-based std-dev and mean, which leave out cells hit by epoch-edge, lost or
+    /// extra packets and by chunks of other large flows.
+    /// Doubles the memory; stored epochs grow by the bits of the largest count per cell.
     #[serde(default)]
     pub packet_counts: bool,
 }

@@ -52,7 +52,7 @@
 //! until they cover the same windows. What remains are the packets in flight across the two
 //! outer window edges (≈ λ·L̄ each). They hit a given flow's cells with probability
 //! ≈ 2·λ·L̄·m/n, and then cost ≈ u_edge/p_f. Keep the origin near the measured period (the
-//! noise scales with u). With `packet_counts`, the clean-cell mean avoids this residue
+//! noise scales with u). With `packet_counts`, the count mean avoids this residue
 //! entirely: a cell whose counts differ at S and R is left out.
 //!
 //! # Queries (spec §4)
@@ -73,23 +73,44 @@
 //!   [`Repetitions::Random`] draws γ seeded pairings as the paper does. ξ* is the same for
 //!   every cell of a point, so it cancels in Eq 9 and never changes σ̃ (it is reported).
 //!   σ̃² = Ŝ₂/p_f − μ̃² is clamped at 0 with a flag.
-//! * **Std-dev, count extension** (spec §8 P2, `packet_counts`): over the flow's cells whose
-//!   counts agree at both points, SS = Σ_j (Δ_j − μ̂·c_j)²/c_j with μ̂ = ΣΔ_j/Σc_j. The hash
-//!   allocates packets to cells at random, so E[SS] = (m′ − 1)·p/(p − 1)·σ² whatever the
-//!   latencies' correlation (one-way ANOVA under randomisation). The foreign part of each cell
-//!   is estimated from the rest of the vector and subtracted. The interval comes from χ²_{m′−1}.
+//! * **Count extension** (`packet_counts`, beyond the paper, after spec §8 P2): the flow's
+//!   *usable* cells J are the ones whose counts agree at S and R (no epoch-edge, lost or extra
+//!   packet landed there) and whose count is not inflated by a chunk of another large flow
+//!   (c_j ≤ p_f/m + 5·√(p_f/m) + k_cut, with k_cut the 99.5 % quantile of the reference cells'
+//!   counts). The *reference* cells are the vector's other count-consistent cells at or
+//!   below k_cut. They give the mean foreign latency Δ̄ and count K̄ per cell and the foreign
+//!   variance. Mean: (Σ_J Δ_j − |J|·Δ̄)/(Σ_J c_j − |J|·K̄), i.e. latency over *counted* packets.
+//!   Std-dev: r_j = (Δ_j − Δ̄) − μ̂·(c_j − K̄) and
+//!   σ̂² = (Σ_J r_j² − |J|·ν̂)/((1 − 1/m)·p_f·|J|/m). This is unbiased because the hash
+//!   allocates the flow's packets uniformly to its cells, so E[Σ_j A_j²] = (1 − 1/m)·p_f·σ²
+//!   whatever the latencies' correlation. Its interval comes from χ²_{|J|−1}.
 //!
-//! ## Which std-dev to use
+//! ## What limits the mean (ours, measured)
 //!
-//! **Operators should use the count extension** (`packet_counts = true`) whenever they need σ.
-//! The paper's estimator is unbiased for Σ d², but even without any noise its relative SD is
-//! ≈ √(2/(m − 1)) (0.32 at m = 20). That error applies to σ² + μ², not to σ². So whenever
-//! μ ≳ σ (any path with a propagation or base delay), σ̃² = Ŝ₂/p − μ̃² is dominated by error and
-//! often negative. No number of repetitions helps: they converge to the closed form above. The
-//! count estimator's relative error on σ is ≈ 1/√(2(m − 1)) whatever μ is, so it is usable, but
-//! a 5 % error still needs m in the hundreds. It doubles memory and storage. It also brings the
-//! clean-cell mean, which is immune to epoch-edge, lost and extra packets. The mean of Eq 3
-//! needs no counts. Measured side by side in BENCHMARKS.md (`colate_repro`).
+//! With consistent j the foreign noise of Eq 3 is at *latency* scale, but it is heavy-tailed.
+//! A flow that shares a cell with a larger flow receives that flow's whole per-cell latency
+//! mass (p_g/m·μ_g), and Eq 3 cannot remove it. The chance is ≈ m²·(flows in the epoch at
+//! least as large)/n. So Eq 3 meets (α, β) only while that stays well below 1 − α
+//! (`mean_meets_the_required_reliability_where_the_sizing_holds` vs
+//! `crowded_vectors_need_the_count_mean` in the tests). The paper's sizing does not model
+//! this: it smears timestamps into unit trials. The count mean drops such cells and divides by
+//! counted packets, so only the latency *difference* of a leftover chunk matters.
+//!
+//! ## Which std-dev (and mean) operators should use
+//!
+//! **Use the count extension (`packet_counts = true`) whenever σ is wanted or flows share a
+//! crowded vector**; use Eq 3's mean alone only for large flows in a sparse vector. Reasons:
+//!
+//! * The paper's σ̃ is unbiased for Σ d², but even noise-free its relative SD is
+//!   ≈ √(2/(m − 1)) (0.32 at m = 20) on σ² + μ², not on σ². Whenever μ ≳ σ (any path with a
+//!   base delay), σ̃² = Ŝ₂/p − μ̃² is dominated by that error and often negative. Repetitions
+//!   cannot help, because they converge to the closed form above.
+//! * The count σ̂'s relative error is ≈ 1/√(2(m − 1)) (0.16 at m = 20) whatever μ/σ is. A 5 %
+//!   target still needs m in the hundreds.
+//! * The price is twice the memory and about 1.3× the stored bits, and a second add to the
+//!   same cache line per packet.
+//!
+//! Measured side by side in BENCHMARKS.md (`colate_repro`).
 //!
 //! # Sizing (spec §5)
 //!

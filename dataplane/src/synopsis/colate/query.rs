@@ -1,6 +1,6 @@
 //! Per-flow queries between two points (spec §4): the flow's timestamp sums (Eq 4), its mean
 //! latency (Eq 3), the paper's std-dev (Eq 5–10, with the exact γ → ∞ closed form of the virtual
-//! repetitions) and, with packet counts, the count-based std-dev and the clean-cell mean.
+//! repetitions) and, with packet counts, the count-based std-dev and mean.
 //!
 //! A [`Segment`] holds the epochs a query uses at S and R (see [`super::select`]) and the
 //! whole-vector sums that describe the noise; each [`Segment::query`] is then O(m·epochs).

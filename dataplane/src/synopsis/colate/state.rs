@@ -72,6 +72,53 @@ impl Colate {
         self.last_tick = self.last_tick.max(tick);
     }
 
+    /// Folds a burst of packets (flow hash, identity, ts_ns) in: the same result as
+    /// [`Colate::update_raw`] on each, in two passes per 32 packets: hash every packet first,
+    /// then do the adds. The add loop is then a few instructions per packet, so the CPU keeps
+    /// many cache misses on the vector in flight at once; the totals stay in registers. Use it
+    /// from a burst loop when the vector is larger than the cache.
+    pub fn update_burst(&mut self, burst: &[(u64, u64, u64)]) {
+        const CHUNK: usize = 32;
+        let mut idx = [0usize; CHUNK];
+        let mut ticks = [0u64; CHUNK];
+        for chunk in burst.chunks(CHUNK) {
+            let mut k = 0;
+            for &(flow_hash, identity, ts_ns) in chunk {
+                let Some(rel) = ts_ns.checked_sub(self.cfg.origin_ns) else {
+                    self.skipped += 1;
+                    continue;
+                };
+                let tick = match self.tick_div {
+                    None => rel,
+                    Some(d) => rel / d,
+                };
+                if let (Some(i), Some(t)) = (idx.get_mut(k), ticks.get_mut(k)) {
+                    *i = self.map.packet_cell(flow_hash, identity, ts_ns) * self.stride;
+                    *t = tick;
+                    k += 1;
+                }
+            }
+            let (mut total, mut first, mut last) = (0u128, self.first_tick, self.last_tick);
+            for (&base, &tick) in idx.iter().zip(&ticks).take(k) {
+                if let Some(c) = self.cells.get_mut(base) {
+                    *c = c.wrapping_add(tick);
+                }
+                if self.stride == 2
+                    && let Some(c) = self.cells.get_mut(base + 1)
+                {
+                    *c = c.wrapping_add(1);
+                }
+                total += tick as u128;
+                first = first.min(tick);
+                last = last.max(tick);
+            }
+            self.total_ticks += total;
+            self.packets += k as u64;
+            self.first_tick = first;
+            self.last_tick = last;
+        }
+    }
+
     /// The number of counters n.
     pub fn counters(&self) -> usize {
         self.cfg.counters as usize
@@ -331,6 +378,24 @@ mod tests {
                 assert_eq!(s.count(0), None);
             }
             s.check_invariants().unwrap();
+        }
+    }
+
+    #[test]
+    fn burst_update_equals_per_packet_updates() {
+        for counts in [false, true] {
+            let c = ColateConfig { tick_ns: 7, origin_ns: 1_500, ..cfg(counts) };
+            let ps = packets(1_000, 4);
+            let mut one = Colate::new(&c).unwrap();
+            for &(f, id, ts) in &ps {
+                one.update_raw(f, id, ts);
+            }
+            let mut burst = Colate::new(&c).unwrap();
+            for b in ps.chunks(45) {
+                burst.update_burst(b);
+            }
+            assert_eq!(burst, one);
+            assert!(one.skipped() > 0 && one.packets() > 0);
         }
     }
 
