@@ -23,7 +23,9 @@
 //! Cells are u64 in software. The modelled width b only decides when an epoch must close and
 //! the paper's storage accounting. A u128 running total detects a wrapped cell.
 //! With `packet_counts` (beyond the paper, spec §8 P2) each cell also counts its packets. The
-//! count sits beside the sum, so both adds touch one cache line.
+//! count sits beside the sum, so both adds touch one cache line. [`Colate::update_burst`] does
+//! the same for 32 packets at a time, hashing them all before the adds, so a vector larger
+//! than the cache keeps many misses in flight (measured in BENCHMARKS.md).
 //!
 //! # Runtime windows and counter epochs: the design
 //!
@@ -140,7 +142,9 @@ pub mod trace;
 
 pub use config::{ColateConfig, JMode};
 pub use epoch::{AccumulateError, CounterEpoch, EpochAccumulator, EpochMeta, StorageStats};
-pub use query::{FlowLatencyReport, QueryDiagnostics, QueryError, QueryOptions, Repetitions, Segment};
+pub use query::{
+    FlowLatencyReport, QueryDiagnostics, QueryError, QueryOptions, Repetitions, Segment, estimate,
+};
 pub use select::{Selection, epochs_overlapping, select_aligned};
 pub use state::Colate;
 

@@ -577,6 +577,19 @@ struct CountsView {
     se: f64,
 }
 
+/// One flow's estimates from the epochs of S and R a selection chose (see
+/// [`super::select_aligned`]): [`Segment::new`] then [`Segment::query`]. Build a [`Segment`]
+/// yourself to answer many flows over the same epochs.
+pub fn estimate(
+    sender: Vec<&CounterEpoch>,
+    receiver: Vec<&CounterEpoch>,
+    flow_hash: u64,
+    packets: u64,
+    opts: &QueryOptions,
+) -> Result<FlowLatencyReport, QueryError> {
+    Ok(Segment::new(sender, receiver)?.query(flow_hash, packets, opts))
+}
+
 /// Eq 4 from exact sums: (n·Σ S[j] − m·t)/(n − m), in i128 until the division.
 pub fn eq4(subvector_sum: u128, total: u128, n: u64, m: u64) -> f64 {
     let num = (n as i128)

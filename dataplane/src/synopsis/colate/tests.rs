@@ -155,6 +155,10 @@ fn eq4_by_hand_and_exact_for_a_lone_flow() {
     let (p, mu, _, _) = truth(&pk, 99);
     let (es, er) = epochs(&cfg(1_009, 20, false), &pk);
     let seg = Segment::new(vec![&es], vec![&er]).unwrap();
+    assert_eq!(
+        estimate(vec![&es], vec![&er], 99, 500, &QueryOptions::default()).unwrap(),
+        seg.query(99, 500, &QueryOptions::default())
+    );
     let t_s: u128 = pk.iter().map(|x| x.2 as u128).sum();
     assert_eq!(seg.flow_sum(99, false), t_s as f64);
     let rep = seg.query(99, p, &QueryOptions::default());
