@@ -313,7 +313,7 @@ impl<'a> Segment<'a> {
         &self.cfg
     }
 
-    /// Eq 4 for one point's epochs: t̃_{f,X} = (n·Σ_j S[j] − m·t_X)/(n − m), summed over the
+    /// Eq 4 for one point's epochs: t̃_{f,X} = (n·Σ_j S\[j\] − m·t_X)/(n − m), summed over the
     /// epochs (linear, so the same as Eq 4 on their sum). Ticks.
     pub fn flow_sum(&self, flow_hash: u64, receiver: bool) -> f64 {
         let cells = self.map.subvector(flow_hash);
@@ -590,7 +590,7 @@ pub fn estimate(
     Ok(Segment::new(sender, receiver)?.query(flow_hash, packets, opts))
 }
 
-/// Eq 4 from exact sums: (n·Σ S[j] − m·t)/(n − m), in i128 until the division.
+/// Eq 4 from exact sums: (n·Σ S\[j\] − m·t)/(n − m), in i128 until the division.
 pub fn eq4(subvector_sum: u128, total: u128, n: u64, m: u64) -> f64 {
     let num = (n as i128)
         .checked_mul(subvector_sum as i128)
@@ -617,7 +617,7 @@ pub fn same_subvector_probability(n: u32, m: u32) -> f64 {
     (1..=m).map(|i| i as f64 / n as f64).product()
 }
 
-/// The exact average over all pairings of Σ_l (D_{Q[2l]} − D_{Q[2l−1]})²: each unordered pair
+/// The exact average over all pairings of Σ_l (D_{Q\[2l\]} − D_{Q\[2l−1\]})²: each unordered pair
 /// {a, b} is paired with probability 1/(m − 1), so the average is
 /// Σ_{a<b} (D_a − D_b)²/(m − 1) = m/(m − 1)·Σ_j (D_j − D̄)² (spec §4.6).
 pub fn second_moment_exact(d: &[f64]) -> f64 {
@@ -630,7 +630,7 @@ pub fn second_moment_exact(d: &[f64]) -> f64 {
 }
 
 /// The paper's virtual repetitions (Eq 9, 10, steps 4–5): γ uniformly random permutations Q,
-/// each giving Σ_l (v_R[l] − v_S[l])² = Σ_l (D_{Q[2l]} − D_{Q[2l−1]})², averaged. An odd
+/// each giving Σ_l (v_R\[l\] − v_S\[l\])² = Σ_l (D_{Q\[2l\]} − D_{Q\[2l−1\]})², averaged. An odd
 /// trailing element (odd m never passes validation) is ignored.
 pub fn second_moment_pairings(d: &[f64], gamma: u32, seed: u64) -> f64 {
     if d.len() < 2 || gamma == 0 {

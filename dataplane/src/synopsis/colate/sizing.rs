@@ -40,7 +40,7 @@ pub fn per_point_interval(beta: f64, ratio: f64) -> f64 {
     beta * ratio
 }
 
-/// Eq 1: E[C] = t_f/m + (t − t_f)/n.
+/// Eq 1: E\[C\] = t_f/m + (t − t_f)/n.
 pub fn expected_counter(t_f: f64, t: f64, n: f64, m: f64) -> f64 {
     t_f / m + (t - t_f) / n
 }

@@ -129,7 +129,7 @@ impl Colate {
         &self.map
     }
 
-    /// C[i]: the timestamp sum of cell i (ticks, modulo 2^64).
+    /// C\[i\]: the timestamp sum of cell i (ticks, modulo 2^64).
     #[inline]
     pub fn sum(&self, i: usize) -> u64 {
         self.cells.get(i * self.stride).copied().unwrap_or(0)
@@ -166,7 +166,7 @@ impl Colate {
         self.cell_sum() != self.total_ticks
     }
 
-    /// Σ_i C[i] as an exact u128 (equals t_X unless a cell wrapped).
+    /// Σ_i C\[i\] as an exact u128 (equals t_X unless a cell wrapped).
     pub fn cell_sum(&self) -> u128 {
         (0..self.counters()).map(|i| self.sum(i) as u128).sum()
     }
