@@ -226,11 +226,9 @@ impl CounterEpoch {
         if cfg.packet_counts {
             unpack(r, n, count_width, &mut counts)?;
         }
-        let stride = cfg.stride();
-        for (i, s) in sums.iter().enumerate() {
-            data.cells[i * stride] = *s;
-            if let Some(c) = counts.get(i) {
-                data.cells[i * stride + 1] = *c;
+        for (i, cell) in data.cells.chunks_mut(cfg.stride()).enumerate() {
+            for (slot, v) in cell.iter_mut().zip([sums.get(i), counts.get(i)]) {
+                *slot = v.copied().unwrap_or(0);
             }
         }
         data.packets = packets;
