@@ -16,6 +16,7 @@
 //! Synopsis code never does I/O and never logs.
 
 pub mod codec;
+pub mod colate;
 pub mod estimate;
 pub mod fridge;
 pub mod hash;

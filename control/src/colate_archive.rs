@@ -1,0 +1,840 @@
+//! COLATE's permanent storage: one append-only archive file per observation point holding its
+//! closed counter epochs, and the store that answers per-flow queries between two points.
+//!
+//! The control thread owns an [`EpochAccumulator`](wirelat_dataplane::synopsis::colate::EpochAccumulator)
+//! per point. It feeds it each harvested window and appends every epoch that comes back with
+//! [`ArchiveWriter::append`]. Later, possibly years later (the paper's use case), a
+//! [`ColateStore`] opens the archives of the points involved and answers
+//! [`ColateStore::query_flow`]. The encoding is the synopsis module's
+//! ([`CounterEpoch::encode`]); this module only frames, checksums and does the I/O.
+//!
+//! ```text
+//! file   = header record*
+//! header = "WLCOLATE" | version u8 | point u32 | window_len_ns u64 | fingerprint u64
+//!          | config_len u16 | config (postcard) | xxh3 of all the above u64
+//! record = body_len u32 | xxh3(body) u64 | body (CounterEpoch encoding)
+//! ```
+//!
+//! All integers are little-endian. Reading never panics: a bad magic, version, checksum,
+//! config, oversized or truncated record is a typed [`ArchiveError`] with the file and offset.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+use wirelat_dataplane::synopsis::codec::DecodeError;
+use wirelat_dataplane::synopsis::colate::{
+    ColateConfig, CounterEpoch, EpochMeta, FlowLatencyReport, QueryError, QueryOptions, Segment,
+    StorageStats, epochs_overlapping, select_aligned,
+};
+use wirelat_dataplane::synopsis::{ConfigError, SynopsisConfig};
+use xxhash_rust::xxh3::xxh3_64;
+
+/// The first bytes of every archive.
+pub const MAGIC: &[u8; 8] = b"WLCOLATE";
+/// The format version this build writes and reads.
+pub const VERSION: u8 = 1;
+/// Largest config encoding accepted in a header.
+const MAX_CONFIG_BYTES: usize = 1024;
+/// Bytes of a record's frame before its body.
+const FRAME_BYTES: usize = 12;
+/// Bytes of an epoch encoding before its packed cells (see `CounterEpoch::encode_into`).
+const EPOCH_FIXED_BYTES: usize = 4 + 8 * 4 + 1 + 8 * 6 + 2;
+
+/// Why an archive could not be written or read.
+#[derive(Debug, Error)]
+pub enum ArchiveError {
+    /// The operating system refused.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// The file already exists (`ArchiveWriter::create` never overwrites).
+    #[error("{path}: already exists")]
+    Exists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The header is not a COLATE archive header, or is damaged.
+    #[error("{path}: bad header: {reason}")]
+    BadHeader {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The file ends inside a header or record.
+    #[error("{path}: truncated at offset {offset}: {needed} bytes needed, {available} left")]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// Where the cut record starts.
+        offset: u64,
+        /// Bytes it needs.
+        needed: u64,
+        /// Bytes left in the file.
+        available: u64,
+    },
+    /// A record's checksum does not match its body.
+    #[error("{path}: record at offset {offset}: checksum mismatch")]
+    Checksum {
+        /// The file.
+        path: PathBuf,
+        /// Record offset.
+        offset: u64,
+    },
+    /// A record length exceeds what the archive's configuration allows.
+    #[error("{path}: record at offset {offset}: length {len} exceeds the maximum {max}")]
+    Oversized {
+        /// The file.
+        path: PathBuf,
+        /// Record offset.
+        offset: u64,
+        /// Its length.
+        len: u64,
+        /// The maximum.
+        max: u64,
+    },
+    /// A record's body does not decode, or disagrees with the archive (point, order).
+    #[error("{path}: record at offset {offset}: {source}")]
+    Record {
+        /// The file.
+        path: PathBuf,
+        /// Record offset.
+        offset: u64,
+        /// Why.
+        source: DecodeError,
+    },
+    /// An existing archive or an epoch does not match what the caller holds.
+    #[error("{path}: {reason}")]
+    Mismatch {
+        /// The file.
+        path: PathBuf,
+        /// What differs.
+        reason: String,
+    },
+    /// The configuration is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(#[from] ConfigError),
+    /// No archive for the point was opened.
+    #[error("no archive for point {point}")]
+    UnknownPoint {
+        /// The point.
+        point: u32,
+    },
+    /// The two points' epochs cannot be queried together.
+    #[error("query: {0}")]
+    Query(#[from] QueryError),
+    /// No epoch of either point overlaps the flow's time.
+    #[error("no stored epoch overlaps the flow's time at points {sender} and {receiver}")]
+    NoOverlap {
+        /// The sender point.
+        sender: u32,
+        /// The receiver point.
+        receiver: u32,
+    },
+}
+
+/// What an archive's header says.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArchiveHeader {
+    /// The observation point whose epochs the file holds.
+    pub point: u32,
+    /// The runtime's window length E (ns): epochs are unions of windows [k·E, (k+1)·E).
+    pub window_len_ns: u64,
+    /// The point's COLATE configuration.
+    pub config: ColateConfig,
+}
+
+impl ArchiveHeader {
+    fn encode(&self) -> Result<Vec<u8>, ArchiveError> {
+        self.config.validate()?;
+        let cfg = postcard::to_allocvec(&self.config).map_err(|e| ArchiveError::BadHeader {
+            path: PathBuf::new(),
+            reason: format!("config does not encode: {e}"),
+        })?;
+        let mut out = Vec::with_capacity(41 + cfg.len());
+        out.extend_from_slice(MAGIC);
+        out.push(VERSION);
+        out.extend_from_slice(&self.point.to_le_bytes());
+        out.extend_from_slice(&self.window_len_ns.to_le_bytes());
+        out.extend_from_slice(&self.config.fingerprint().to_le_bytes());
+        out.extend_from_slice(&(cfg.len() as u16).to_le_bytes());
+        out.extend_from_slice(&cfg);
+        let sum = xxh3_64(&out);
+        out.extend_from_slice(&sum.to_le_bytes());
+        Ok(out)
+    }
+
+    /// Reads a header from the start of `r`; returns it and its length.
+    fn read(r: &mut impl Read, path: &Path, file_len: u64) -> Result<(Self, u64), ArchiveError> {
+        let bad = |reason: String| ArchiveError::BadHeader { path: path.to_owned(), reason };
+        let mut fixed = [0u8; 31];
+        read_exact_at(r, &mut fixed, path, 0, file_len)?;
+        if &fixed[..8] != MAGIC {
+            return Err(bad("not a COLATE archive (magic)".into()));
+        }
+        if fixed[8] != VERSION {
+            return Err(bad(format!("format version {} (this build reads {VERSION})", fixed[8])));
+        }
+        let point = u32::from_le_bytes(arr(&fixed[9..13]));
+        let window_len_ns = u64::from_le_bytes(arr(&fixed[13..21]));
+        let fingerprint = u64::from_le_bytes(arr(&fixed[21..29]));
+        let cfg_len = u16::from_le_bytes(arr(&fixed[29..31])) as usize;
+        if cfg_len > MAX_CONFIG_BYTES {
+            return Err(bad(format!("config of {cfg_len} bytes")));
+        }
+        let mut rest = vec![0u8; cfg_len + 8];
+        read_exact_at(r, &mut rest, path, 0, file_len.saturating_sub(31))?;
+        let (cfg_bytes, sum) = rest.split_at(cfg_len);
+        let mut all = fixed.to_vec();
+        all.extend_from_slice(cfg_bytes);
+        if xxh3_64(&all) != u64::from_le_bytes(arr(sum)) {
+            return Err(bad("header checksum mismatch".into()));
+        }
+        let config: ColateConfig =
+            postcard::from_bytes(cfg_bytes).map_err(|e| bad(format!("config: {e}")))?;
+        config.validate().map_err(|e| bad(format!("config: {e}")))?;
+        if config.fingerprint() != fingerprint {
+            return Err(bad("config does not match its fingerprint".into()));
+        }
+        if window_len_ns == 0 {
+            return Err(bad("window length 0".into()));
+        }
+        Ok((Self { point, window_len_ns, config }, (31 + cfg_len + 8) as u64))
+    }
+
+    /// The largest record body this configuration can produce (every cell at 64 bits).
+    fn max_body(&self) -> u64 {
+        let n = self.config.counters as u64;
+        EPOCH_FIXED_BYTES as u64 + 8 * n * self.config.stride() as u64
+    }
+}
+
+fn arr<const N: usize>(b: &[u8]) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&b[..N]);
+    a
+}
+
+fn read_exact_at(
+    r: &mut impl Read,
+    buf: &mut [u8],
+    path: &Path,
+    offset: u64,
+    available: u64,
+) -> Result<(), ArchiveError> {
+    r.read_exact(buf).map_err(|e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            ArchiveError::Truncated { path: path.to_owned(), offset, needed: buf.len() as u64, available }
+        } else {
+            ArchiveError::Io { path: path.to_owned(), source: e }
+        }
+    })
+}
+
+fn io_err(path: &Path) -> impl Fn(io::Error) -> ArchiveError + '_ {
+    move |source| ArchiveError::Io { path: path.to_owned(), source }
+}
+
+/// One record's place in the file.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    meta: EpochMeta,
+    body_offset: u64,
+    body_len: u32,
+}
+
+/// Walks the records after the header, checking frames, checksums and the epochs' point and
+/// order; returns the index.
+fn scan(
+    file: &mut File,
+    path: &Path,
+    header: &ArchiveHeader,
+    start: u64,
+    file_len: u64,
+) -> Result<Vec<Entry>, ArchiveError> {
+    let mut r = io::BufReader::new(file);
+    r.seek(SeekFrom::Start(start)).map_err(io_err(path))?;
+    let mut offset = start;
+    let mut index: Vec<Entry> = Vec::new();
+    let max = header.max_body();
+    let mut body = Vec::new();
+    while offset < file_len {
+        let left = file_len - offset;
+        let mut frame = [0u8; FRAME_BYTES];
+        read_exact_at(&mut r, &mut frame, path, offset, left)?;
+        let len = u32::from_le_bytes(arr(&frame[..4])) as u64;
+        let sum = u64::from_le_bytes(arr(&frame[4..]));
+        if len > max {
+            return Err(ArchiveError::Oversized { path: path.to_owned(), offset, len, max });
+        }
+        if len > left - FRAME_BYTES as u64 {
+            return Err(ArchiveError::Truncated {
+                path: path.to_owned(),
+                offset,
+                needed: len + FRAME_BYTES as u64,
+                available: left,
+            });
+        }
+        body.resize(len as usize, 0);
+        read_exact_at(&mut r, &mut body, path, offset, left)?;
+        if xxh3_64(&body) != sum {
+            return Err(ArchiveError::Checksum { path: path.to_owned(), offset });
+        }
+        let rec = |source| ArchiveError::Record { path: path.to_owned(), offset, source };
+        let meta = CounterEpoch::decode_meta(&body).map_err(rec)?;
+        check_order(header, index.last().map(|e| &e.meta), &meta).map_err(rec)?;
+        index.push(Entry { meta, body_offset: offset + FRAME_BYTES as u64, body_len: len as u32 });
+        offset += FRAME_BYTES as u64 + len;
+    }
+    Ok(index)
+}
+
+/// An epoch must belong to the archive's point and come after the previous one (sequence and
+/// windows increasing).
+fn check_order(header: &ArchiveHeader, last: Option<&EpochMeta>, e: &EpochMeta) -> Result<(), DecodeError> {
+    if e.point != header.point {
+        return Err(DecodeError::Invalid {
+            field: "point",
+            reason: format!("epoch of point {} in the archive of {}", e.point, header.point),
+        });
+    }
+    if let Some(l) = last
+        && (e.seq <= l.seq || e.first_window <= l.last_window)
+    {
+        return Err(DecodeError::Invalid {
+            field: "seq",
+            reason: format!(
+                "epoch {} (windows from {}) after epoch {} (to {})",
+                e.seq, e.first_window, l.seq, l.last_window
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// What one append cost.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AppendStats {
+    /// Bytes written (frame and body).
+    pub bytes: u64,
+    /// The epoch's storage accounting (bits per packet, actual and nominal n·b).
+    pub storage: StorageStats,
+}
+
+/// Appends closed epochs of one point to its archive.
+#[derive(Debug)]
+pub struct ArchiveWriter {
+    path: PathBuf,
+    file: File,
+    header: ArchiveHeader,
+    last: Option<EpochMeta>,
+    sync: bool,
+    /// Where the next record starts.
+    file_len: u64,
+    bytes_written: u64,
+    packets_written: u64,
+}
+
+impl ArchiveWriter {
+    /// Creates a new archive (refuses to overwrite an existing file).
+    pub fn create(path: impl AsRef<Path>, header: ArchiveHeader) -> Result<Self, ArchiveError> {
+        let path = path.as_ref().to_owned();
+        let bytes = header.encode()?;
+        let mut file = OpenOptions::new().create_new(true).append(true).open(&path).map_err(|e| {
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                ArchiveError::Exists { path: path.clone() }
+            } else {
+                io_err(&path)(e)
+            }
+        })?;
+        file.write_all(&bytes).map_err(io_err(&path))?;
+        file.sync_data().map_err(io_err(&path))?;
+        let file_len = bytes.len() as u64;
+        Ok(Self {
+            path,
+            file,
+            header,
+            last: None,
+            sync: false,
+            file_len,
+            bytes_written: 0,
+            packets_written: 0,
+        })
+    }
+
+    /// Opens an archive to append to, creating it if missing. An existing file must carry
+    /// `header` and be intact (every record is checked); appending continues after its last
+    /// epoch, whose sequence number [`ArchiveWriter::next_seq`] reports.
+    pub fn open_or_create(path: impl AsRef<Path>, header: ArchiveHeader) -> Result<Self, ArchiveError> {
+        let path = path.as_ref().to_owned();
+        if !path.exists() {
+            return Self::create(&path, header);
+        }
+        let reader = ArchiveReader::open(&path)?;
+        if reader.header != header {
+            return Err(ArchiveError::Mismatch {
+                path,
+                reason: format!(
+                    "archive holds point {} (fingerprint {:#018x}, window {} ns), not point {} ({:#018x}, {} ns)",
+                    reader.header.point,
+                    reader.header.config.fingerprint(),
+                    reader.header.window_len_ns,
+                    header.point,
+                    header.config.fingerprint(),
+                    header.window_len_ns
+                ),
+            });
+        }
+        let file = OpenOptions::new().append(true).open(&path).map_err(io_err(&path))?;
+        Ok(Self {
+            path,
+            file,
+            header,
+            last: reader.index.last().map(|e| e.meta),
+            sync: false,
+            file_len: reader.file_len,
+            bytes_written: 0,
+            packets_written: 0,
+        })
+    }
+
+    /// fsync after every append (off by default: epochs are rare and large; on for crash safety).
+    pub fn sync_every_append(mut self, on: bool) -> Self {
+        self.sync = on;
+        self
+    }
+
+    /// The sequence number the next epoch should carry (start the accumulator with it).
+    pub fn next_seq(&self) -> u64 {
+        self.last.map_or(0, |l| l.seq + 1)
+    }
+
+    /// Appends one closed epoch. It must be of this archive's point and configuration and come
+    /// after the last stored one.
+    pub fn append(&mut self, epoch: &CounterEpoch) -> Result<AppendStats, ArchiveError> {
+        use wirelat_dataplane::synopsis::Synopsis;
+        if epoch.data.config() != &self.header.config {
+            return Err(ArchiveError::Mismatch {
+                path: self.path.clone(),
+                reason: format!(
+                    "epoch configuration {:#018x} is not the archive's {:#018x}",
+                    epoch.data.config().fingerprint(),
+                    self.header.config.fingerprint()
+                ),
+            });
+        }
+        let meta = epoch.meta();
+        check_order(&self.header, self.last.as_ref(), &meta).map_err(|source| ArchiveError::Record {
+            path: self.path.clone(),
+            offset: self.file_len,
+            source,
+        })?;
+        let body = epoch.encode();
+        let mut rec = Vec::with_capacity(FRAME_BYTES + body.len());
+        rec.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        rec.extend_from_slice(&xxh3_64(&body).to_le_bytes());
+        rec.extend_from_slice(&body);
+        // One write of the whole record: a crash leaves at most a truncated tail, which the
+        // reader reports as such.
+        self.file.write_all(&rec).map_err(io_err(&self.path))?;
+        if self.sync {
+            self.file.sync_data().map_err(io_err(&self.path))?;
+        }
+        self.last = Some(meta);
+        self.file_len += rec.len() as u64;
+        self.bytes_written += rec.len() as u64;
+        self.packets_written += meta.packets;
+        Ok(AppendStats { bytes: rec.len() as u64, storage: epoch.storage() })
+    }
+
+    /// Bits written per packet recorded since this writer was opened.
+    pub fn bits_per_packet(&self) -> f64 {
+        if self.packets_written == 0 {
+            0.0
+        } else {
+            8.0 * self.bytes_written as f64 / self.packets_written as f64
+        }
+    }
+}
+
+/// An archive opened for reading: the header and an index of its epochs; epochs are read on
+/// demand.
+#[derive(Debug)]
+pub struct ArchiveReader {
+    path: PathBuf,
+    header: ArchiveHeader,
+    index: Vec<Entry>,
+    file_len: u64,
+}
+
+impl ArchiveReader {
+    /// Opens and checks a whole archive: header, every frame, checksum, and the epochs' order.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, ArchiveError> {
+        let path = path.as_ref().to_owned();
+        let mut file = File::open(&path).map_err(io_err(&path))?;
+        let file_len = file.metadata().map_err(io_err(&path))?.len();
+        let (header, start) = {
+            let mut r = io::BufReader::new(&mut file);
+            ArchiveHeader::read(&mut r, &path, file_len)?
+        };
+        let index = scan(&mut file, &path, &header, start, file_len)?;
+        Ok(Self { path, header, index, file_len })
+    }
+
+    /// The header.
+    pub fn header(&self) -> &ArchiveHeader {
+        &self.header
+    }
+
+    /// The stored epochs' index entries, in file order.
+    pub fn metas(&self) -> Vec<EpochMeta> {
+        self.index.iter().map(|e| e.meta).collect()
+    }
+
+    /// Reads and decodes epoch `i` (checksum re-checked).
+    pub fn epoch(&self, i: usize) -> Result<CounterEpoch, ArchiveError> {
+        let e = self.index.get(i).ok_or_else(|| ArchiveError::Mismatch {
+            path: self.path.clone(),
+            reason: format!("no epoch {i}"),
+        })?;
+        let mut file = File::open(&self.path).map_err(io_err(&self.path))?;
+        file.seek(SeekFrom::Start(e.body_offset - FRAME_BYTES as u64)).map_err(io_err(&self.path))?;
+        let mut frame = [0u8; FRAME_BYTES];
+        let offset = e.body_offset - FRAME_BYTES as u64;
+        read_exact_at(&mut file, &mut frame, &self.path, offset, self.file_len.saturating_sub(offset))?;
+        let mut body = vec![0u8; e.body_len as usize];
+        read_exact_at(&mut file, &mut body, &self.path, offset, self.file_len.saturating_sub(e.body_offset))?;
+        if xxh3_64(&body) != u64::from_le_bytes(arr(&frame[4..]))
+            || u32::from_le_bytes(arr(&frame[..4])) != e.body_len
+        {
+            return Err(ArchiveError::Checksum { path: self.path.clone(), offset });
+        }
+        CounterEpoch::decode(&self.header.config, &body).map_err(|source| ArchiveError::Record {
+            path: self.path.clone(),
+            offset,
+            source,
+        })
+    }
+
+    /// Bytes of the file, packets recorded in its epochs and stored bits per packet.
+    pub fn storage(&self) -> (u64, u64, f64) {
+        let packets: u64 = self.index.iter().map(|e| e.meta.packets).sum();
+        let bpp = if packets == 0 { 0.0 } else { 8.0 * self.file_len as f64 / packets as f64 };
+        (self.file_len, packets, bpp)
+    }
+}
+
+/// One flow query between two points.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FlowQuery {
+    /// The flow's hash as the packet layer computes it (`FlowKey::hash(identity_seed)`).
+    pub flow_hash: u64,
+    /// p_f, from NetFlow or a packet counter.
+    pub packets: u64,
+    /// The point the flow passes first (S).
+    pub sender: u32,
+    /// The point it passes second (R).
+    pub receiver: u32,
+    /// The flow's first packet time at S (ns, common clock).
+    pub start_ns: u64,
+    /// Its last packet time at S (ns).
+    pub end_ns: u64,
+    /// The largest latency expected from S to R (ns): widens the receiver's time window.
+    pub max_latency_ns: u64,
+    /// Estimator options.
+    pub options: QueryOptions,
+}
+
+/// The archives of several points, answering per-flow queries between any two of them.
+#[derive(Debug, Default)]
+pub struct ColateStore {
+    archives: Vec<ArchiveReader>,
+}
+
+impl ColateStore {
+    /// Opens the archives at `paths` (one per point; a point twice is an error).
+    pub fn open(paths: &[PathBuf]) -> Result<Self, ArchiveError> {
+        let mut store = Self::default();
+        for p in paths {
+            let a = ArchiveReader::open(p)?;
+            if store.archive(a.header.point).is_ok() {
+                return Err(ArchiveError::Mismatch {
+                    path: p.clone(),
+                    reason: format!("second archive of point {}", a.header.point),
+                });
+            }
+            store.archives.push(a);
+        }
+        Ok(store)
+    }
+
+    /// The archive of `point`.
+    pub fn archive(&self, point: u32) -> Result<&ArchiveReader, ArchiveError> {
+        self.archives.iter().find(|a| a.header.point == point).ok_or(ArchiveError::UnknownPoint { point })
+    }
+
+    /// The epochs of `point` whose first..last packet time overlaps [t0_ns, t1_ns] (the paper's
+    /// selection, spec §4.1), decoded.
+    pub fn epochs_overlapping(
+        &self,
+        point: u32,
+        t0_ns: u64,
+        t1_ns: u64,
+    ) -> Result<Vec<CounterEpoch>, ArchiveError> {
+        let a = self.archive(point)?;
+        let (t0, t1) = ticks_window(&a.header.config, t0_ns, t1_ns);
+        epochs_overlapping(&a.metas(), t0, t1).into_iter().map(|i| a.epoch(i)).collect()
+    }
+
+    /// Estimates the flow's latency from `sender` to `receiver`: overlap selection at both
+    /// points grown to a common window range ([`select_aligned`]), then
+    /// [`Segment::query`]. Archives of different configurations or window lengths are refused.
+    pub fn query_flow(&self, q: &FlowQuery) -> Result<FlowLatencyReport, ArchiveError> {
+        let (s, r) = (self.archive(q.sender)?, self.archive(q.receiver)?);
+        if s.header.config != r.header.config || s.header.window_len_ns != r.header.window_len_ns {
+            return Err(ArchiveError::Query(QueryError::ConfigMismatch {
+                what: format!("archives of points {} and {}", q.sender, q.receiver),
+                ours: s.header.config.fingerprint(),
+                theirs: r.header.config.fingerprint(),
+            }));
+        }
+        let cfg = &s.header.config;
+        let (t0, t1) = ticks_window(cfg, q.start_ns, q.end_ns);
+        let lag = q.max_latency_ns.div_ceil(cfg.tick_ns.max(1));
+        let sel = select_aligned(&s.metas(), &r.metas(), t0, t1, lag)
+            .ok_or(ArchiveError::NoOverlap { sender: q.sender, receiver: q.receiver })?;
+        let es: Vec<CounterEpoch> = sel.s.iter().map(|&i| s.epoch(i)).collect::<Result<_, _>>()?;
+        let er: Vec<CounterEpoch> = sel.r.iter().map(|&i| r.epoch(i)).collect::<Result<_, _>>()?;
+        let seg = Segment::new(es.iter().collect(), er.iter().collect())?;
+        Ok(seg.query(q.flow_hash, q.packets, &q.options))
+    }
+}
+
+/// A time window in ns as ticks of `cfg` (times before the origin map to tick 0).
+fn ticks_window(cfg: &ColateConfig, t0_ns: u64, t1_ns: u64) -> (u64, u64) {
+    (cfg.ticks_of(t0_ns).unwrap_or(0), cfg.ticks_of(t1_ns).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use wirelat_dataplane::synopsis::Synopsis;
+    use wirelat_dataplane::synopsis::colate::{Colate, EpochAccumulator};
+
+    const WINDOW: u64 = 1_000_000;
+
+    fn config() -> ColateConfig {
+        ColateConfig { packet_counts: true, seed: 11, ..ColateConfig::new(10_007, 20, 40, 10_000_000_000) }
+    }
+
+    fn header(point: u32) -> ArchiveHeader {
+        ArchiveHeader { point, window_len_ns: WINDOW, config: config() }
+    }
+
+    /// Two points, 8 windows of traffic: flow 1 (300 packets, 2 µs latency) among 200 others.
+    /// Returns the epochs per point, written through accumulators, and flow 1's packets.
+    fn record(dir: &Path) -> (PathBuf, PathBuf, u64) {
+        let c = config();
+        let mut pkts = Vec::new();
+        for f in 0..200u64 {
+            for i in 0..40u64 {
+                let ts =
+                    1_000 + (wirelat_dataplane::synopsis::hash::mix64(f * 1_000 + i) % (8 * WINDOW - 10_000));
+                pkts.push((f + 2, f * 1_000 + i, ts, ts + 500 + f));
+            }
+        }
+        for i in 0..300u64 {
+            let ts = 3 * WINDOW + 10 * i;
+            pkts.push((1, 1_000_000 + i, ts, ts + 2_000));
+        }
+        let mut paths = Vec::new();
+        for (point, at_r) in [(1u32, false), (2, true)] {
+            let path = dir.join(format!("point{point}.colate"));
+            let mut w = ArchiveWriter::create(&path, header(point)).unwrap();
+            let mut acc = EpochAccumulator::new(&c, point, w.next_seq()).unwrap();
+            let mut by_window: Vec<Vec<(u64, u64, u64)>> = vec![Vec::new(); 9];
+            for &(f, id, ts, tr) in &pkts {
+                let t = if at_r { tr } else { ts };
+                by_window[(t / WINDOW) as usize].push((f, id, t));
+            }
+            let mut shard = Colate::new(&c).unwrap();
+            for (k, win) in by_window.iter().enumerate() {
+                shard.reset();
+                for &(f, id, t) in win {
+                    shard.update_raw(f, id, t);
+                }
+                if let Some(e) = acc.push_window(k as u64, &shard).unwrap() {
+                    w.append(&e).unwrap();
+                }
+            }
+            if let Some(e) = acc.flush() {
+                w.append(&e).unwrap();
+            }
+            assert!(w.bits_per_packet() > 0.0);
+            paths.push(path);
+        }
+        (paths[0].clone(), paths[1].clone(), 300)
+    }
+
+    #[test]
+    fn write_read_and_query_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ps, pr, p) = record(dir.path());
+        let a = ArchiveReader::open(&ps).unwrap();
+        assert_eq!(a.header(), &header(1));
+        assert!(a.metas().len() > 1, "T closes several epochs");
+        let (bytes, packets, bpp) = a.storage();
+        assert_eq!(packets, 200 * 40 + 300);
+        assert!((bpp - 8.0 * bytes as f64 / packets as f64).abs() < 1e-12);
+        for i in 0..a.metas().len() {
+            assert_eq!(a.epoch(i).unwrap().meta(), a.metas()[i]);
+        }
+        let store = ColateStore::open(&[ps.clone(), pr.clone()]).unwrap();
+        let over = store.epochs_overlapping(1, 3 * WINDOW, 3 * WINDOW + 3_000).unwrap();
+        assert!(!over.is_empty() && over.iter().all(|e| e.point == 1));
+        let q = FlowQuery {
+            flow_hash: 1,
+            packets: p,
+            sender: 1,
+            receiver: 2,
+            start_ns: 3 * WINDOW,
+            end_ns: 3 * WINDOW + 3_000,
+            max_latency_ns: 10_000,
+            options: QueryOptions::default(),
+        };
+        let rep = store.query_flow(&q).unwrap();
+        // Constant 2 µs latency: the count mean within 1 % (its foreign packets' latencies differ
+        // from 2 µs), its interval covering; Eq 3 within its much wider noise.
+        let counts = rep.mean_counts_ns.as_ref().unwrap();
+        assert!((counts.value / 2_000.0 - 1.0).abs() < 0.01, "{rep:?}");
+        assert!(counts.interval.is_some_and(|i| i.low <= 2_000.0 && 2_000.0 <= i.high));
+        assert_eq!(rep.diagnostics.flags, 0);
+        assert!((rep.mean_ns.as_ref().unwrap().value / 2_000.0 - 1.0).abs() < 0.2, "{rep:?}");
+        // Reopening for append continues the sequence.
+        let w = ArchiveWriter::open_or_create(&ps, header(1)).unwrap();
+        assert_eq!(w.next_seq(), a.metas().last().unwrap().seq + 1);
+        // Unknown point, a point twice, another header.
+        assert!(matches!(
+            store.query_flow(&FlowQuery { receiver: 9, ..q }),
+            Err(ArchiveError::UnknownPoint { point: 9 })
+        ));
+        assert!(ColateStore::open(&[ps.clone(), ps.clone()]).is_err());
+        assert!(matches!(ArchiveWriter::open_or_create(&ps, header(2)), Err(ArchiveError::Mismatch { .. })));
+        assert!(matches!(ArchiveWriter::create(&ps, header(1)), Err(ArchiveError::Exists { .. })));
+    }
+
+    #[test]
+    fn archives_of_different_seeds_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ps, _, _) = record(dir.path());
+        let other = dir.path().join("other.colate");
+        let h = ArchiveHeader { config: ColateConfig { seed: 12, ..config() }, ..header(2) };
+        let mut w = ArchiveWriter::create(&other, h.clone()).unwrap();
+        let mut v = Colate::new(&h.config).unwrap();
+        v.update_raw(1, 1, 3 * WINDOW);
+        let mut acc = EpochAccumulator::new(&h.config, 2, 0).unwrap();
+        acc.push_window(3, &v).unwrap();
+        w.append(&acc.flush().unwrap()).unwrap();
+        // An epoch of another config cannot even be appended.
+        let mut acc1 = EpochAccumulator::new(&config(), 2, 5).unwrap();
+        acc1.push_window(3, &Colate::new(&config()).unwrap()).unwrap();
+        assert!(matches!(w.append(&acc1.flush().unwrap()), Err(ArchiveError::Mismatch { .. })));
+        let store = ColateStore::open(&[ps, other]).unwrap();
+        let q = FlowQuery {
+            flow_hash: 1,
+            packets: 1,
+            sender: 1,
+            receiver: 2,
+            start_ns: 3 * WINDOW,
+            end_ns: 3 * WINDOW,
+            max_latency_ns: 0,
+            options: QueryOptions::default(),
+        };
+        assert!(matches!(store.query_flow(&q), Err(ArchiveError::Query(QueryError::ConfigMismatch { .. }))));
+    }
+
+    #[test]
+    fn appends_out_of_order_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.colate");
+        let mut w = ArchiveWriter::create(&path, header(1)).unwrap();
+        let c = config();
+        let mut acc = EpochAccumulator::new(&c, 1, 0).unwrap();
+        acc.push_window(4, &Colate::new(&c).unwrap()).unwrap();
+        let e = acc.flush().unwrap();
+        w.append(&e).unwrap();
+        assert!(matches!(w.append(&e), Err(ArchiveError::Record { .. })));
+        let mut other_point = e.clone();
+        other_point.point = 3;
+        other_point.seq = 9;
+        other_point.first_window = 10;
+        other_point.last_window = 10;
+        assert!(matches!(w.append(&other_point), Err(ArchiveError::Record { .. })));
+    }
+
+    #[test]
+    fn corrupt_and_truncated_files_are_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ps, _, _) = record(dir.path());
+        let good = std::fs::read(&ps).unwrap();
+        let write = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        // Truncations inside the header or a record: Truncated or BadHeader. A cut exactly at a
+        // record boundary is a valid, shorter archive: its epochs must be a prefix.
+        let all = ArchiveReader::open(&ps).unwrap().metas();
+        for len in (0..good.len()).step_by(997).chain([good.len() - 1, 5, 40]) {
+            let p = write("cut.colate", &good[..len]);
+            match ArchiveReader::open(&p) {
+                Err(ArchiveError::Truncated { .. } | ArchiveError::BadHeader { .. }) => {}
+                Ok(a) => assert!(a.metas().len() < all.len() && all.starts_with(&a.metas()), "len {len}"),
+                Err(e) => panic!("len {len}: unexpected {e}"),
+            }
+        }
+        // A flipped bit anywhere is caught (header checksum, frame, record checksum).
+        for pos in [0usize, 9, 15, 30, 45, 70, 90, good.len() / 2, good.len() - 1] {
+            let mut bad = good.clone();
+            bad[pos] ^= 0x04;
+            assert!(ArchiveReader::open(write("flip.colate", &bad)).is_err(), "flip at {pos}");
+        }
+        // An absurd record length is refused before anything is allocated.
+        let hdr_len = ArchiveHeader::encode(&header(1)).unwrap().len();
+        let mut bad = good.clone();
+        bad[hdr_len..hdr_len + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(
+            ArchiveReader::open(write("big.colate", &bad)),
+            Err(ArchiveError::Oversized { .. })
+        ));
+        // Another file entirely.
+        assert!(matches!(
+            ArchiveReader::open(write("x.colate", b"hello world, not an archive at all")),
+            Err(ArchiveError::BadHeader { .. })
+        ));
+        assert!(matches!(ArchiveReader::open(dir.path().join("missing")), Err(ArchiveError::Io { .. })));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        #[test]
+        fn random_bytes_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..600), keep_header in any::<bool>()) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut bytes = if keep_header { ArchiveHeader::encode(&header(1)).unwrap() } else { Vec::new() };
+            bytes.extend_from_slice(&tail);
+            let p = dir.path().join("r.colate");
+            std::fs::write(&p, &bytes).unwrap();
+            if let Ok(a) = ArchiveReader::open(&p) {
+                for i in 0..a.metas().len() {
+                    let _ = a.epoch(i);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,502 @@
+//! One point's counter vector for one runtime window: the per-packet update (one hash, one add),
+//! the exact shard merge, reset and the window encoding shipped from the workers to the control
+//! thread.
+
+use super::cells::CellMap;
+use super::config::ColateConfig;
+use crate::synopsis::codec::{DecodeError, Reader, Writer};
+use crate::synopsis::{ConfigError, MergeError, Observation, Synopsis, SynopsisConfig};
+use strength_reduce::StrengthReducedU64;
+
+/// Bytes of the window body before the cells: packets, skipped, total (2 words), first, last.
+const FIXED_BODY_BYTES: usize = 6 * 8;
+
+/// COLATE's counter vector C_X (spec §2) over one window, plus the bookkeeping the epochs need.
+///
+/// Cells are u64 and wrap on overflow (wrapping adds keep [`Synopsis::merge`] exact); a wrap is
+/// detected afterwards because the u128 running total then differs from the sum of the cells.
+#[derive(Clone, Debug)]
+pub struct Colate {
+    cfg: ColateConfig,
+    map: CellMap,
+    /// `None` for 1 ns ticks (no division per packet).
+    tick_div: Option<StrengthReducedU64>,
+    stride: usize,
+    /// n cells of `stride` words: timestamp sum, then (with packet counts) packet count.
+    pub(crate) cells: Vec<u64>,
+    pub(crate) total_ticks: u128,
+    pub(crate) packets: u64,
+    pub(crate) skipped: u64,
+    pub(crate) first_tick: u64,
+    pub(crate) last_tick: u64,
+}
+
+impl PartialEq for Colate {
+    fn eq(&self, o: &Self) -> bool {
+        self.cfg == o.cfg
+            && self.cells == o.cells
+            && self.total_ticks == o.total_ticks
+            && self.packets == o.packets
+            && self.skipped == o.skipped
+            && self.first_tick == o.first_tick
+            && self.last_tick == o.last_tick
+    }
+}
+
+impl Colate {
+    /// Folds one packet in from its parts: what [`Synopsis::update`] does with an
+    /// [`Observation`]. One flow mix, one packet mix, one modulo and one add to one cache line
+    /// (the packet count sits beside the sum); the totals are register-resident in a burst loop.
+    #[inline]
+    pub fn update_raw(&mut self, flow_hash: u64, identity: u64, ts_ns: u64) {
+        let Some(rel) = ts_ns.checked_sub(self.cfg.origin_ns) else {
+            self.skipped += 1;
+            return;
+        };
+        let tick = match self.tick_div {
+            None => rel,
+            Some(d) => rel / d,
+        };
+        let base = self.map.packet_cell(flow_hash, identity, ts_ns) * self.stride;
+        if let Some(c) = self.cells.get_mut(base) {
+            *c = c.wrapping_add(tick);
+        }
+        if self.stride == 2
+            && let Some(c) = self.cells.get_mut(base + 1)
+        {
+            *c = c.wrapping_add(1);
+        }
+        self.total_ticks += tick as u128;
+        self.packets += 1;
+        self.first_tick = self.first_tick.min(tick);
+        self.last_tick = self.last_tick.max(tick);
+    }
+
+    /// Folds a burst of packets (flow hash, identity, ts_ns) in: the same result as
+    /// [`Colate::update_raw`] on each, in two passes per 32 packets: hash every packet first,
+    /// then do the adds. The add loop is then a few instructions per packet, so the CPU keeps
+    /// many cache misses on the vector in flight at once; the totals stay in registers. Use it
+    /// from a burst loop when the vector is larger than the cache.
+    pub fn update_burst(&mut self, burst: &[(u64, u64, u64)]) {
+        const CHUNK: usize = 32;
+        let mut idx = [0usize; CHUNK];
+        let mut ticks = [0u64; CHUNK];
+        for chunk in burst.chunks(CHUNK) {
+            let mut k = 0;
+            for &(flow_hash, identity, ts_ns) in chunk {
+                let Some(rel) = ts_ns.checked_sub(self.cfg.origin_ns) else {
+                    self.skipped += 1;
+                    continue;
+                };
+                let tick = match self.tick_div {
+                    None => rel,
+                    Some(d) => rel / d,
+                };
+                if let (Some(i), Some(t)) = (idx.get_mut(k), ticks.get_mut(k)) {
+                    *i = self.map.packet_cell(flow_hash, identity, ts_ns) * self.stride;
+                    *t = tick;
+                    k += 1;
+                }
+            }
+            let (mut total, mut first, mut last) = (0u128, self.first_tick, self.last_tick);
+            for (&base, &tick) in idx.iter().zip(&ticks).take(k) {
+                if let Some(c) = self.cells.get_mut(base) {
+                    *c = c.wrapping_add(tick);
+                }
+                if self.stride == 2
+                    && let Some(c) = self.cells.get_mut(base + 1)
+                {
+                    *c = c.wrapping_add(1);
+                }
+                total += tick as u128;
+                first = first.min(tick);
+                last = last.max(tick);
+            }
+            self.total_ticks += total;
+            self.packets += k as u64;
+            self.first_tick = first;
+            self.last_tick = last;
+        }
+    }
+
+    /// The number of counters n.
+    pub fn counters(&self) -> usize {
+        self.cfg.counters as usize
+    }
+
+    /// The cell map (for queries and tests).
+    pub fn cell_map(&self) -> &CellMap {
+        &self.map
+    }
+
+    /// C\[i\]: the timestamp sum of cell i (ticks, modulo 2^64).
+    #[inline]
+    pub fn sum(&self, i: usize) -> u64 {
+        self.cells.get(i * self.stride).copied().unwrap_or(0)
+    }
+
+    /// The packet count of cell i; `None` without packet counts.
+    #[inline]
+    pub fn count(&self, i: usize) -> Option<u64> {
+        if self.stride == 2 { self.cells.get(i * 2 + 1).copied() } else { None }
+    }
+
+    /// t_X: the sum of every recorded tick (exact, u128).
+    pub fn total_ticks(&self) -> u128 {
+        self.total_ticks
+    }
+
+    /// Packets recorded.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    /// Packets skipped because they came before the configured origin.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Tick of the first and last recorded packet; `None` when empty.
+    pub fn tick_range(&self) -> Option<(u64, u64)> {
+        (self.packets > 0).then_some((self.first_tick, self.last_tick))
+    }
+
+    /// True when some u64 cell wrapped: the exact total then differs from the sum of the cells.
+    pub fn counters_wrapped(&self) -> bool {
+        self.cell_sum() != self.total_ticks
+    }
+
+    /// Σ_i C\[i\] as an exact u128 (equals t_X unless a cell wrapped).
+    pub fn cell_sum(&self) -> u128 {
+        (0..self.counters()).map(|i| self.sum(i) as u128).sum()
+    }
+
+    /// The largest cell sum.
+    pub fn max_sum(&self) -> u64 {
+        (0..self.counters()).map(|i| self.sum(i)).max().unwrap_or(0)
+    }
+
+    /// Adds `other` into `self` like [`Synopsis::merge`], but refuses (returning false and
+    /// leaving `self` unchanged) if any sum would exceed `limit`: the epoch accumulator's
+    /// "would a counter overflow b bits" test and the add in one pass when it fits.
+    pub(crate) fn try_add_within(&mut self, other: &Self, limit: u64) -> bool {
+        let fits =
+            (0..self.counters()).all(|i| self.sum(i).checked_add(other.sum(i)).is_some_and(|s| s <= limit));
+        if fits {
+            self.add(other);
+        }
+        fits
+    }
+
+    /// Adds `other` cell by cell (wrapping) with its totals and tick range.
+    pub(crate) fn add(&mut self, other: &Self) {
+        for (a, b) in self.cells.iter_mut().zip(&other.cells) {
+            *a = a.wrapping_add(*b);
+        }
+        self.total_ticks += other.total_ticks;
+        self.packets += other.packets;
+        self.skipped += other.skipped;
+        self.first_tick = self.first_tick.min(other.first_tick);
+        self.last_tick = self.last_tick.max(other.last_tick);
+    }
+
+    fn invalid(field: &'static str, reason: impl Into<String>) -> DecodeError {
+        DecodeError::Invalid { field, reason: reason.into() }
+    }
+}
+
+impl Synopsis for Colate {
+    type Config = ColateConfig;
+    type Carry = ();
+    const FORMAT_VERSION: u8 = 1;
+
+    fn new(cfg: &ColateConfig) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let stride = cfg.stride();
+        Ok(Self {
+            cfg: cfg.clone(),
+            map: CellMap::new(cfg),
+            tick_div: (cfg.tick_ns > 1).then(|| StrengthReducedU64::new(cfg.tick_ns)),
+            stride,
+            cells: vec![0; cfg.counters as usize * stride],
+            total_ticks: 0,
+            packets: 0,
+            skipped: 0,
+            first_tick: u64::MAX,
+            last_tick: 0,
+        })
+    }
+
+    fn new_carry(_cfg: &ColateConfig) {}
+
+    fn config(&self) -> &ColateConfig {
+        &self.cfg
+    }
+
+    #[inline]
+    fn update(&mut self, _carry: &mut (), obs: &Observation<'_>) {
+        self.update_raw(obs.flow_hash, obs.identity, obs.ts_ns);
+    }
+
+    fn merge(&mut self, other: &Self) -> Result<(), MergeError> {
+        self.check_same_config(other)?;
+        self.add(other);
+        Ok(())
+    }
+
+    fn reset(&mut self) {
+        self.cells.fill(0);
+        self.total_ticks = 0;
+        self.packets = 0;
+        self.skipped = 0;
+        self.first_tick = u64::MAX;
+        self.last_tick = 0;
+    }
+
+    fn encode_body(&self, w: &mut Writer<'_>) {
+        w.reserve(FIXED_BODY_BYTES + self.cells.len() * 8);
+        w.u64(self.packets);
+        w.u64(self.skipped);
+        w.u64(self.total_ticks as u64);
+        w.u64((self.total_ticks >> 64) as u64);
+        w.u64(self.first_tick);
+        w.u64(self.last_tick);
+        for &c in &self.cells {
+            w.u64(c);
+        }
+    }
+
+    fn decode_body(cfg: &ColateConfig, r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        cfg.validate().map_err(|e| Self::invalid("config", e.to_string()))?;
+        let words = cfg.counters as usize * cfg.stride();
+        r.require(FIXED_BODY_BYTES + words * 8)?;
+        let packets = r.u64()?;
+        let skipped = r.u64()?;
+        let total_ticks = r.u64()? as u128 | (r.u64()? as u128) << 64;
+        let first_tick = r.u64()?;
+        let last_tick = r.u64()?;
+        let mut s = Self::new(cfg).map_err(|e| Self::invalid("config", e.to_string()))?;
+        for c in s.cells.iter_mut() {
+            *c = r.u64()?;
+        }
+        s.packets = packets;
+        s.skipped = skipped;
+        s.total_ticks = total_ticks;
+        s.first_tick = first_tick;
+        s.last_tick = last_tick;
+        s.check_invariants()?;
+        Ok(s)
+    }
+}
+
+impl Colate {
+    /// The relations every honest vector satisfies: Σ cells ≡ total (mod 2^64) because both
+    /// receive the same adds; Σ counts = packets; an empty vector is all zero with the empty
+    /// tick range; otherwise first ≤ last and first·packets ≤ total ≤ last·packets.
+    pub(crate) fn check_invariants(&self) -> Result<(), DecodeError> {
+        if self.cell_sum() as u64 != self.total_ticks as u64 {
+            return Err(Self::invalid("cells", "the cell sums do not add up to the recorded total"));
+        }
+        if self.stride == 2 {
+            let counts =
+                (0..self.counters()).try_fold(0u64, |acc, i| acc.checked_add(self.count(i).unwrap_or(0)));
+            if counts != Some(self.packets) {
+                return Err(Self::invalid(
+                    "cells",
+                    "the cell packet counts do not add up to the packet total",
+                ));
+            }
+        }
+        if self.packets == 0 {
+            if self.total_ticks != 0 || self.first_tick != u64::MAX || self.last_tick != 0 {
+                return Err(Self::invalid("packets", "an empty vector carries ticks"));
+            }
+        } else {
+            let lo = self.first_tick as u128 * self.packets as u128;
+            let hi = self.last_tick as u128 * self.packets as u128;
+            if self.first_tick > self.last_tick || self.total_ticks < lo || self.total_ticks > hi {
+                return Err(Self::invalid("tick range", "total outside [first, last] × packets"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synopsis::codec::HEADER_LEN;
+    use crate::synopsis::hash::mix64;
+    use proptest::prelude::*;
+
+    fn cfg(counts: bool) -> ColateConfig {
+        ColateConfig { packet_counts: counts, seed: 9, ..ColateConfig::new(1_009, 8, 40, 1 << 50) }
+    }
+
+    fn packets(k: usize, seed: u64) -> Vec<(u64, u64, u64)> {
+        (0..k as u64)
+            .map(|i| {
+                (mix64(seed ^ (i % 37)), mix64(seed.wrapping_add(i) ^ 0x55), 1_000 + i * 17 + (mix64(i) % 13))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn update_adds_each_timestamp_to_one_cell_of_its_flow() {
+        for counts in [false, true] {
+            let c = cfg(counts);
+            let mut s = Colate::new(&c).unwrap();
+            let ps = packets(5_000, 1);
+            for &(f, id, ts) in &ps {
+                s.update_raw(f, id, ts);
+            }
+            let total: u128 = ps.iter().map(|p| p.2 as u128).sum();
+            assert_eq!(s.total_ticks(), total);
+            assert_eq!(s.cell_sum(), total);
+            assert!(!s.counters_wrapped());
+            assert_eq!(s.packets(), 5_000);
+            assert_eq!(
+                s.tick_range(),
+                Some((ps.iter().map(|p| p.2).min().unwrap(), ps.iter().map(|p| p.2).max().unwrap()))
+            );
+            // Only cells of the recorded flows' subvectors are non-zero.
+            let mut allowed = vec![false; 1_009];
+            for &(f, _, _) in &ps {
+                for i in s.cell_map().subvector(f) {
+                    allowed[i] = true;
+                }
+            }
+            for (i, ok) in allowed.iter().enumerate() {
+                if !ok {
+                    assert_eq!(s.sum(i), 0);
+                }
+            }
+            if counts {
+                let n: u64 = (0..1_009).map(|i| s.count(i).unwrap()).sum();
+                assert_eq!(n, 5_000);
+            } else {
+                assert_eq!(s.count(0), None);
+            }
+            s.check_invariants().unwrap();
+        }
+    }
+
+    #[test]
+    fn burst_update_equals_per_packet_updates() {
+        for counts in [false, true] {
+            let c = ColateConfig { tick_ns: 7, origin_ns: 1_500, ..cfg(counts) };
+            let ps = packets(1_000, 4);
+            let mut one = Colate::new(&c).unwrap();
+            for &(f, id, ts) in &ps {
+                one.update_raw(f, id, ts);
+            }
+            let mut burst = Colate::new(&c).unwrap();
+            for b in ps.chunks(45) {
+                burst.update_burst(b);
+            }
+            assert_eq!(burst, one);
+            assert!(one.skipped() > 0 && one.packets() > 0);
+        }
+    }
+
+    #[test]
+    fn ticks_origin_and_skips() {
+        let c = ColateConfig { tick_ns: 1_000, origin_ns: 10_000, ..cfg(true) };
+        let mut s = Colate::new(&c).unwrap();
+        s.update_raw(1, 2, 9_999); // before the origin
+        s.update_raw(1, 3, 12_345); // tick 2
+        s.update_raw(1, 4, 10_999); // tick 0
+        assert_eq!(s.skipped(), 1);
+        assert_eq!(s.packets(), 2);
+        assert_eq!(s.total_ticks(), 2);
+        assert_eq!(s.tick_range(), Some((0, 2)));
+    }
+
+    #[test]
+    fn merged_shards_equal_one_vector_fed_everything() {
+        for counts in [false, true] {
+            let c = cfg(counts);
+            let ps = packets(20_000, 3);
+            let mut one = Colate::new(&c).unwrap();
+            let mut shards: Vec<Colate> = (0..3).map(|_| Colate::new(&c).unwrap()).collect();
+            for (k, &(f, id, ts)) in ps.iter().enumerate() {
+                one.update_raw(f, id, ts);
+                shards[(mix64(k as u64) % 3) as usize].update_raw(f, id, ts);
+            }
+            let mut merged = shards.remove(0);
+            for s in &shards {
+                merged.merge(s).unwrap();
+            }
+            assert_eq!(merged, one);
+        }
+    }
+
+    #[test]
+    fn merge_refuses_other_configs_and_reset_clears() {
+        let mut a = Colate::new(&cfg(false)).unwrap();
+        let b = Colate::new(&ColateConfig { seed: 10, ..cfg(false) }).unwrap();
+        assert!(matches!(a.merge(&b), Err(MergeError::ConfigMismatch { .. })));
+        a.update_raw(1, 1, 1);
+        a.reset();
+        assert_eq!(a, Colate::new(&cfg(false)).unwrap());
+    }
+
+    #[test]
+    fn wrapping_is_detected() {
+        let mut s = Colate::new(&cfg(false)).unwrap();
+        s.update_raw(7, 7, u64::MAX - 1);
+        s.update_raw(7, 7, u64::MAX - 1); // same packet identity → same cell: wraps
+        assert!(s.counters_wrapped());
+        // Still decodable: the invariant is modulo 2^64.
+        let back = Colate::decode(&cfg(false), &s.encode()).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn encode_round_trip_and_rejections() {
+        let c = cfg(true);
+        let mut s = Colate::new(&c).unwrap();
+        for &(f, id, ts) in &packets(3_000, 5) {
+            s.update_raw(f, id, ts);
+        }
+        let bytes = s.encode();
+        assert_eq!(bytes.len(), HEADER_LEN + FIXED_BODY_BYTES + 1_009 * 2 * 8);
+        assert_eq!(Colate::decode(&c, &bytes).unwrap(), s);
+        let empty = Colate::new(&c).unwrap();
+        assert_eq!(Colate::decode(&c, &empty.encode()).unwrap(), empty);
+        // Every truncation is refused.
+        for len in (0..bytes.len()).step_by(97).chain([bytes.len() - 1]) {
+            assert!(Colate::decode(&c, &bytes[..len]).is_err(), "len {len}");
+        }
+        let mut long = bytes.clone();
+        long.push(0);
+        assert!(matches!(Colate::decode(&c, &long), Err(DecodeError::TrailingBytes { extra: 1 })));
+        // A point with another seed refuses it.
+        let other = ColateConfig { seed: 1, ..c.clone() };
+        assert!(matches!(Colate::decode(&other, &bytes), Err(DecodeError::ConfigMismatch { .. })));
+        // A flipped cell breaks Σ cells = total; a flipped count breaks Σ counts = packets.
+        let mut bad = bytes.clone();
+        bad[HEADER_LEN + FIXED_BODY_BYTES + 8 * 10] ^= 1;
+        assert!(matches!(Colate::decode(&c, &bad), Err(DecodeError::Invalid { .. })));
+        let mut bad = bytes.clone();
+        bad[HEADER_LEN + FIXED_BODY_BYTES + 8 * 11] ^= 1;
+        assert!(matches!(Colate::decode(&c, &bad), Err(DecodeError::Invalid { .. })));
+        // A tick range that cannot hold the total.
+        let mut bad = bytes;
+        bad[HEADER_LEN + 32..HEADER_LEN + 40].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(matches!(Colate::decode(&c, &bad), Err(DecodeError::Invalid { .. })));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let c = ColateConfig::new(11, 2, 40, 1 << 50);
+            let _ = Colate::decode(&c, &bytes);
+            let mut with_header = vec![5u8, 1];
+            with_header.extend_from_slice(&c.fingerprint().to_le_bytes());
+            with_header.extend_from_slice(&bytes);
+            let _ = Colate::decode(&c, &with_header);
+        }
+    }
+}
