@@ -5,7 +5,9 @@
 //! - [`config`]: the TOML configuration, its defaults, validation and the EAL arguments.
 //! - [`epoch`]: harvesting epochs from the workers and merging their shards.
 //! - [`colate_archive`]: COLATE's closed counter epochs on disk, queryable by flow and points.
+//! - [`sink`]: what the control thread hands on per harvested epoch.
 
 pub mod colate_archive;
 pub mod config;
 pub mod epoch;
+pub mod sink;

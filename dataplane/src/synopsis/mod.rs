@@ -20,8 +20,8 @@ pub mod colate;
 pub mod estimate;
 pub mod fridge;
 pub mod hash;
-pub mod lds;
 pub mod lda;
+pub mod lds;
 pub mod rda;
 
 use crate::packet::{Exchange, FlowKey};

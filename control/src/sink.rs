@@ -1,0 +1,54 @@
+//! Where harvested epochs go: the boundary between the runtime (harvest, merge, encode) and the
+//! outputs (local JSON lines, the network shipper to the peer).
+//!
+//! The control thread turns every merged (epoch, synopsis, direction) into one
+//! [`EpochMessage`] and hands it to each configured [`EpochSink`]. Sinks run on the control
+//! thread: they must not block it for long (a network sink queues and ships from its own
+//! thread). Nothing here sees a packet.
+
+use serde::Serialize;
+use wirelat_dataplane::synopsis::SynopsisKind;
+use wirelat_dataplane::synopsis::rda::TimestampCache;
+
+/// Segment number used for single-point synopses (the fridge), which belong to no segment.
+pub const LOCAL_SEGMENT: u32 = 0;
+
+/// One synopsis of one epoch of one measurement point, encoded.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EpochMessage {
+    /// The point that measured it (`[point] id`).
+    pub point: u32,
+    /// The segment it belongs to: the configured segment id of the direction the packets
+    /// travelled (two-point synopses), or [`LOCAL_SEGMENT`] for the fridge.
+    pub segment: u32,
+    /// Epoch number k: the window [k·E, (k+1)·E) of the packet timestamp.
+    pub epoch: u64,
+    /// E, in ns.
+    pub epoch_len_ns: u64,
+    /// Which synopsis.
+    pub kind: SynopsisKind,
+    /// Fingerprint of the synopsis configuration (equal at both points of a segment).
+    pub fingerprint: u64,
+    /// False when some worker skipped this epoch (control overrun): the synopsis misses packets.
+    pub complete: bool,
+    /// `Synopsis::encode()` of the merged synopsis (header and body).
+    #[serde(skip)]
+    pub body: Vec<u8>,
+    /// Per-epoch counters and, for the fridge, its distributions, as a JSON object: what the
+    /// local JSON-lines sink prints for this synopsis.
+    pub summary: serde_json::Value,
+}
+
+/// Receives harvested epochs.
+pub trait EpochSink: Send {
+    /// Takes one encoded epoch synopsis.
+    fn deliver(&mut self, msg: &EpochMessage);
+
+    /// Keeps the RDA ID→timestamp cache of (`segment`, `epoch`) so the peer can look up the
+    /// timestamps of reconciled packets later. Sinks that serve no look-ups drop it.
+    fn retain_rda_cache(&mut self, _segment: u32, _epoch: u64, _cache: &TimestampCache) {}
+
+    /// Called once every worker has finished and the last epoch was delivered: flush, and for a
+    /// network sink, wait (bounded) until the peer has acknowledged what can be acknowledged.
+    fn close(&mut self) {}
+}
