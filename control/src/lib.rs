@@ -6,8 +6,10 @@
 //! - [`epoch`]: harvesting epochs from the workers and merging their shards.
 //! - [`colate_archive`]: COLATE's closed counter epochs on disk, queryable by flow and points.
 //! - [`sink`]: what the control thread hands on per harvested epoch.
+//! - [`synopses`]: the `[synopses.*]` tables: which synopses run, with which configurations.
 
 pub mod colate_archive;
 pub mod config;
 pub mod epoch;
 pub mod sink;
+pub mod synopses;
