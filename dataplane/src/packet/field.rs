@@ -19,6 +19,13 @@ pub(crate) const fn be32<const AT: usize, const H: usize>(h: &[u8; H]) -> u32 {
     u32::from_be_bytes(bytes::<AT, 4, H>(h))
 }
 
+/// The big-endian `u64` at byte `AT` of a header of `H` bytes.
+#[inline(always)]
+pub(crate) const fn be64<const AT: usize, const H: usize>(h: &[u8; H]) -> u64 {
+    const { assert!(AT + 8 <= H) };
+    u64::from_be_bytes(bytes::<AT, 8, H>(h))
+}
+
 /// A copy of the `N` bytes at `AT` of a header of `H` bytes.
 #[inline(always)]
 pub(crate) const fn bytes<const AT: usize, const N: usize, const H: usize>(h: &[u8; H]) -> [u8; N] {
@@ -44,5 +51,7 @@ mod tests {
         assert_eq!(be16::<4, 6>(&h), 0x0506);
         assert_eq!(be32::<2, 6>(&h), 0x0304_0506);
         assert_eq!(bytes::<1, 3, 6>(&h), [2, 3, 4]);
+        let w = [1, 2, 3, 4, 5, 6, 7, 8, 9];
+        assert_eq!(be64::<1, 9>(&w), 0x0203_0405_0607_0809);
     }
 }

@@ -11,9 +11,10 @@ use super::classify;
 use super::config::PacketConfig;
 use super::ethernet::{EthernetFrame, ethertype};
 use super::exchange::Exchange;
+use super::field::{be16, be32, be64};
 use super::flow::FlowKey;
 use super::icmp::{self, IcmpMessage};
-use super::identity::InvariantBytes;
+use super::identity::InvariantHeader;
 use super::ipv4::Ipv4Packet;
 use super::ipv6::Ipv6Packet;
 use super::ipv6_ext;
@@ -112,7 +113,7 @@ pub fn measure(frame: &[u8], cfg: &PacketConfig) -> Result<Measurement, SkipReas
                 dst: ipv4_mapped(ip.dst_addr()),
                 version: 4,
                 protocol: ip.protocol(),
-                ipv4_ident: Some(ip.ident()),
+                ipv4_ident: ip.ident(),
                 upper: ip.payload(),
             };
             transport(&net, cfg)
@@ -129,7 +130,7 @@ pub fn measure(frame: &[u8], cfg: &PacketConfig) -> Result<Measurement, SkipReas
                 dst: ip.dst_addr(),
                 version: 6,
                 protocol: up.protocol,
-                ipv4_ident: None,
+                ipv4_ident: 0,
                 upper: up.payload,
             };
             transport(&net, cfg)
@@ -145,40 +146,34 @@ struct Network<'a> {
     dst: [u8; 16],
     version: u8,
     protocol: u8,
-    ipv4_ident: Option<u16>,
+    /// IPv4 identification; 0 for IPv6.
+    ipv4_ident: u16,
     /// The upper-layer packet: transport header and data, bounded by the IP length.
     upper: &'a [u8],
 }
 
+/// `::ffff:a.b.c.d`, composed in a register so it is stored with one 16-byte store.
 #[inline(always)]
 fn ipv4_mapped(a: [u8; 4]) -> [u8; 16] {
-    let [a0, a1, a2, a3] = a;
-    [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a0, a1, a2, a3]
+    ((0xffff_u128 << 32) | u128::from(u32::from_be_bytes(a))).to_be_bytes()
 }
 
 impl Network<'_> {
-    fn flow(&self, src_port: u16, dst_port: u16) -> FlowKey {
-        FlowKey {
+    /// The invariant header, given the ports and the transport fields (bytes 42–55 of the block,
+    /// as the low 112 bits of `fields`).
+    #[inline(always)]
+    fn header(&self, src_port: u16, dst_port: u16, fields: u128) -> InvariantHeader {
+        InvariantHeader {
             src_addr: self.src,
             dst_addr: self.dst,
             src_port,
             dst_port,
             protocol: self.protocol,
             ip_version: self.version,
+            // Bounded by a 16-bit IP length field.
+            upper_len: u16::try_from(self.upper.len()).unwrap_or(u16::MAX),
+            transport: ((u128::from(self.ipv4_ident) << 112) | fields).to_be_bytes(),
         }
-    }
-
-    /// The flow key part and the network-layer part of the invariant bytes.
-    #[inline(always)]
-    fn invariant_bytes(&self, flow: &FlowKey) -> InvariantBytes {
-        let mut b = InvariantBytes::with_flow(flow);
-        // Bounded by a 16-bit IP length field.
-        let upper_len = u16::try_from(self.upper.len()).unwrap_or(u16::MAX);
-        b.push(&upper_len.to_be_bytes());
-        if let Some(id) = self.ipv4_ident {
-            b.push(&id.to_be_bytes());
-        }
-        b
     }
 }
 
@@ -186,45 +181,51 @@ impl Network<'_> {
 fn transport(net: &Network<'_>, cfg: &PacketConfig) -> Result<Measurement, SkipReason> {
     let seed = cfg.identity_seed;
     let prefix = cfg.prefix_len();
+    let finish = |header: &InvariantHeader, payload: &[u8], exchange: Option<Exchange>| {
+        let bytes = header.bytes(payload, prefix);
+        Measurement {
+            flow: header.flow(),
+            flow_hash: bytes.flow_hash(seed),
+            identity: bytes.identity(seed),
+            exchange,
+        }
+    };
     // The IP packet is complete here, so a transport header that does not fit is malformed.
-    let (flow, bytes, exchange) = match net.protocol {
+    match net.protocol {
         PROTOCOL_TCP => {
             let seg = TcpSegment::new_checked(net.upper).map_err(|_| SkipReason::Malformed)?;
-            let flow = net.flow(seg.src_port(), seg.dst_port());
-            let mut b = net.invariant_bytes(&flow);
-            let [_, _, _, _, s0, s1, s2, s3, a0, a1, a2, a3, o, f, w0, w1, _, _, u0, u1] = *seg.header();
-            b.push(&[s0, s1, s2, s3, a0, a1, a2, a3, o, f, w0, w1, u0, u1]);
-            b.push_prefix(seg.payload(), prefix);
-            let x =
-                if cfg.classify.any_tcp() { classify::tcp(&seg, &flow, &cfg.classify, seed) } else { None };
-            (flow, b, x)
+            let h = seg.header();
+            // sequence, acknowledgment, offset/flags, window (bytes 4..16), urgent (18..20).
+            let fields = (u128::from(be64::<4, 20>(h)) << 48)
+                | (u128::from(be32::<12, 20>(h)) << 16)
+                | u128::from(be16::<18, 20>(h));
+            let header = net.header(seg.src_port(), seg.dst_port(), fields);
+            let exchange = if cfg.classify.any_tcp() {
+                classify::tcp(&seg, &header.flow(), &cfg.classify, seed)
+            } else {
+                None
+            };
+            Ok(finish(&header, seg.payload(), exchange))
         }
         PROTOCOL_UDP => {
             let dgram = UdpDatagram::new_checked(net.upper).map_err(|_| SkipReason::Malformed)?;
-            let flow = net.flow(dgram.src_port(), dgram.dst_port());
-            let mut b = net.invariant_bytes(&flow);
-            b.push(&dgram.len().to_be_bytes());
-            b.push_prefix(dgram.payload(), prefix);
-            let x = classify::udp(&dgram, &flow, &cfg.classify, seed);
-            (flow, b, x)
+            let header = net.header(dgram.src_port(), dgram.dst_port(), u128::from(dgram.len()) << 96);
+            let exchange = if cfg.classify.dns {
+                classify::udp(&dgram, &header.flow(), &cfg.classify, seed)
+            } else {
+                None
+            };
+            Ok(finish(&header, dgram.payload(), exchange))
         }
         icmp::PROTOCOL_ICMP | icmp::PROTOCOL_ICMPV6 => {
             let msg = IcmpMessage::new_checked(net.upper).map_err(|_| SkipReason::Malformed)?;
-            let flow = net.flow(0, 0);
-            let mut b = net.invariant_bytes(&flow);
-            let [r0, r1, r2, r3] = msg.rest_of_header();
-            b.push(&[msg.msg_type(), msg.code(), r0, r1, r2, r3]);
-            b.push_prefix(msg.payload(), prefix);
-            (flow, b, None)
+            let fields = (u128::from(msg.msg_type()) << 104)
+                | (u128::from(msg.code()) << 96)
+                | (u128::from(u32::from_be_bytes(msg.rest_of_header())) << 64);
+            Ok(finish(&net.header(0, 0, fields), msg.payload(), None))
         }
-        _ => {
-            let flow = net.flow(0, 0);
-            let mut b = net.invariant_bytes(&flow);
-            b.push_prefix(net.upper, prefix);
-            (flow, b, None)
-        }
-    };
-    Ok(Measurement { flow, flow_hash: bytes.flow_hash(seed), identity: bytes.identity(seed), exchange })
+        _ => Ok(finish(&net.header(0, 0, 0), net.upper, None)),
+    }
 }
 
 #[cfg(test)]

@@ -99,7 +99,9 @@ fn ipv6_udp_identity_bytes() {
     assert_eq!((m.flow.src_addr, m.flow.dst_addr), (C6, S6));
     let mut bytes = m.flow.canonical_bytes().to_vec();
     bytes.extend_from_slice(&11u16.to_be_bytes()); // upper-layer length
+    bytes.extend_from_slice(&[0, 0]); // no IPv4 identification
     bytes.extend_from_slice(&11u16.to_be_bytes()); // UDP length
+    bytes.extend_from_slice(&[0; 12]);
     bytes.extend_from_slice(b"abc");
     assert_eq!(m.identity, xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, c.identity_seed));
 }
