@@ -27,7 +27,7 @@
 //! this layer does not keep.
 
 use super::config::ClassifierConfig;
-use super::dns::DnsHeader;
+use super::dns::{DnsHeader, HEADER_LEN as DNS_HEADER_LEN};
 use super::exchange::{Exchange, ExchangeKind, Role};
 use super::flow::{FLOW_KEY_BYTES, FlowKey};
 use super::tcp::{TcpSegment, flags};
@@ -44,6 +44,7 @@ const fn kind_tag(kind: ExchangeKind) -> u8 {
 }
 
 /// The pairing id of an exchange of `kind` whose request travels on `request_flow`.
+#[inline(never)]
 pub fn pairing_id(kind: ExchangeKind, request_flow: &FlowKey, value: u32, seed: u64) -> u64 {
     let mut b = [0u8; 1 + FLOW_KEY_BYTES + 4];
     let (tag, rest) = b.split_at_mut(1);
@@ -76,14 +77,12 @@ fn dns(header: &DnsHeader<'_>, flow: &FlowKey, cfg: &ClassifierConfig, seed: u64
 }
 
 /// Classifies a TCP segment on `flow` (its directional key).
-#[inline]
+#[inline(never)]
 pub fn tcp(seg: &TcpSegment<'_>, flow: &FlowKey, cfg: &ClassifierConfig, seed: u64) -> Option<Exchange> {
     let f = seg.flags();
-    if f & flags::RST != 0 {
-        return None;
-    }
-    if f & flags::SYN != 0 {
-        if !cfg.tcp_handshake {
+    if f & (flags::SYN | flags::RST) != 0 {
+        // Only a SYN without RST is ever classified, and only as a handshake packet.
+        if f & flags::RST != 0 || !cfg.tcp_handshake {
             return None;
         }
         return Some(if f & flags::ACK == 0 {
@@ -93,17 +92,21 @@ pub fn tcp(seg: &TcpSegment<'_>, flow: &FlowKey, cfg: &ClassifierConfig, seed: u
         });
     }
     let payload = seg.payload();
+    // A DNS message over TCP needs its 2-byte length and the 12-byte header.
     if cfg.dns
-        && !payload.is_empty()
+        && payload.len() >= 2 + DNS_HEADER_LEN
         && (cfg.is_dns_port(flow.dst_port) || cfg.is_dns_port(flow.src_port))
         && let Ok(h) = DnsHeader::new_checked_tcp(payload)
         && let Some(x) = dns(&h, flow, cfg, seed)
     {
         return Some(x);
     }
-    if !cfg.tcp_data {
-        return None;
-    }
+    if cfg.tcp_data { tcp_data(seg, f, payload, flow, seed) } else { None }
+}
+
+/// The optional data → covering-ACK classifier (no SYN, no RST here).
+#[inline(never)]
+fn tcp_data(seg: &TcpSegment<'_>, f: u8, payload: &[u8], flow: &FlowKey, seed: u64) -> Option<Exchange> {
     if !payload.is_empty() {
         // Payload length fits in u32: it is bounded by the 16-bit IP length.
         let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
@@ -118,9 +121,12 @@ pub fn tcp(seg: &TcpSegment<'_>, flow: &FlowKey, cfg: &ClassifierConfig, seed: u
 }
 
 /// Classifies a UDP datagram on `flow` (its directional key).
-#[inline]
+#[inline(never)]
 pub fn udp(dgram: &UdpDatagram<'_>, flow: &FlowKey, cfg: &ClassifierConfig, seed: u64) -> Option<Exchange> {
-    if !cfg.dns || !(cfg.is_dns_port(flow.dst_port) || cfg.is_dns_port(flow.src_port)) {
+    if !cfg.dns
+        || dgram.payload().len() < DNS_HEADER_LEN
+        || !(cfg.is_dns_port(flow.dst_port) || cfg.is_dns_port(flow.src_port))
+    {
         return None;
     }
     let h = DnsHeader::new_checked(dgram.payload()).ok()?;

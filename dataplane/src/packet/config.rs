@@ -30,8 +30,10 @@ pub struct PacketConfig {
     /// Seed of the packet identity, the flow hash and the exchange ids (xxh3). Must be equal at
     /// every point of a segment.
     pub identity_seed: u64,
-    /// How many bytes of transport payload go into the packet identity (0 to
-    /// [`MAX_PAYLOAD_PREFIX_BYTES`]). Must be equal at every point of a segment.
+    /// How many bytes of transport payload go into the packet identity: a multiple of 8 from 0
+    /// to [`MAX_PAYLOAD_PREFIX_BYTES`] (multiples of 8 keep every read of the hash aligned with
+    /// the stores that built its input; see [`super::identity`]). Shorter payloads are
+    /// zero-padded. Must be equal at every point of a segment.
     pub payload_prefix_bytes: usize,
     /// Which request/response classifiers run (for the fridge).
     pub classify: ClassifierConfig,
@@ -95,11 +97,11 @@ pub struct PacketConfigError {
 impl PacketConfig {
     /// Checks ranges.
     pub fn validate(&self) -> Result<(), PacketConfigError> {
-        if self.payload_prefix_bytes > MAX_PAYLOAD_PREFIX_BYTES {
+        if self.payload_prefix_bytes > MAX_PAYLOAD_PREFIX_BYTES || self.payload_prefix_bytes % 8 != 0 {
             return Err(PacketConfigError {
                 field: "payload_prefix_bytes",
                 reason: format!(
-                    "{} is above the maximum {MAX_PAYLOAD_PREFIX_BYTES}",
+                    "{} is not a multiple of 8 between 0 and {MAX_PAYLOAD_PREFIX_BYTES}",
                     self.payload_prefix_bytes
                 ),
             });
@@ -126,10 +128,11 @@ impl PacketConfig {
         Ok(())
     }
 
-    /// The payload prefix length actually used: the configured one, clamped to the maximum.
+    /// The payload prefix length actually used: the configured one, clamped to the maximum and
+    /// rounded down to a multiple of 8 (what validation demands anyway).
     #[inline(always)]
     pub(crate) fn prefix_len(&self) -> usize {
-        self.payload_prefix_bytes.min(MAX_PAYLOAD_PREFIX_BYTES)
+        self.payload_prefix_bytes.min(MAX_PAYLOAD_PREFIX_BYTES) & !7
     }
 }
 
@@ -160,6 +163,9 @@ mod tests {
         let c = PacketConfig { payload_prefix_bytes: 65, ..Default::default() };
         assert_eq!(c.validate().unwrap_err().field, "payload_prefix_bytes");
         assert_eq!(c.prefix_len(), MAX_PAYLOAD_PREFIX_BYTES);
+        let c = PacketConfig { payload_prefix_bytes: 20, ..Default::default() };
+        assert!(c.validate().unwrap_err().reason.contains("multiple of 8"));
+        assert_eq!(c.prefix_len(), 16);
         let mut c = PacketConfig::default();
         c.classify.dns_ports.clear();
         assert_eq!(c.validate().unwrap_err().field, "classify.dns_ports");

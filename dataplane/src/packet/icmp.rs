@@ -63,6 +63,12 @@ impl<'a> IcmpMessage<'a> {
         be16::<6, HEADER_LEN>(self.header)
     }
 
+    /// The 8-byte header.
+    #[inline(always)]
+    pub fn header(&self) -> &'a [u8; HEADER_LEN] {
+        self.header
+    }
+
     /// Everything after the 8-byte header.
     #[inline(always)]
     pub fn payload(&self) -> &'a [u8] {

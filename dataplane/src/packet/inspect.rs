@@ -11,10 +11,10 @@ use super::classify;
 use super::config::PacketConfig;
 use super::ethernet::{EthernetFrame, ethertype};
 use super::exchange::Exchange;
-use super::field::{be16, be32, be64};
+use super::field::{le16, le32, le64};
 use super::flow::FlowKey;
 use super::icmp::{self, IcmpMessage};
-use super::identity::InvariantHeader;
+use super::identity::{InvariantHeader, ipv4_mapped_hi};
 use super::ipv4::Ipv4Packet;
 use super::ipv6::Ipv6Packet;
 use super::ipv6_ext;
@@ -108,12 +108,12 @@ pub fn measure(frame: &[u8], cfg: &PacketConfig) -> Result<Measurement, SkipReas
             if ip.is_fragment() {
                 return Err(SkipReason::Fragment);
             }
+            let h = ip.header();
             let net = Network {
-                src: ipv4_mapped(ip.src_addr()),
-                dst: ipv4_mapped(ip.dst_addr()),
+                addr_words: [0, ipv4_mapped_hi(le32::<12, 20>(h)), 0, ipv4_mapped_hi(le32::<16, 20>(h))],
                 version: 4,
                 protocol: ip.protocol(),
-                ipv4_ident: ip.ident(),
+                ipv4_ident_le: le16::<4, 20>(h),
                 upper: ip.payload(),
             };
             transport(&net, cfg)
@@ -125,12 +125,12 @@ pub fn measure(frame: &[u8], cfg: &PacketConfig) -> Result<Measurement, SkipReas
             if up.is_fragment() {
                 return Err(SkipReason::Fragment);
             }
+            let h = ip.header();
             let net = Network {
-                src: ip.src_addr(),
-                dst: ip.dst_addr(),
+                addr_words: [le64::<8, 40>(h), le64::<16, 40>(h), le64::<24, 40>(h), le64::<32, 40>(h)],
                 version: 6,
                 protocol: up.protocol,
-                ipv4_ident: 0,
+                ipv4_ident_le: 0,
                 upper: up.payload,
             };
             transport(&net, cfg)
@@ -142,89 +142,82 @@ pub fn measure(frame: &[u8], cfg: &PacketConfig) -> Result<Measurement, SkipReas
 
 /// What the network layer hands the transport layer.
 struct Network<'a> {
-    src: [u8; 16],
-    dst: [u8; 16],
+    /// Source and destination addresses as the block's words 0–3 (see [`super::identity`]).
+    addr_words: [u64; 4],
     version: u8,
     protocol: u8,
-    /// IPv4 identification; 0 for IPv6.
-    ipv4_ident: u16,
+    /// IPv4 identification wire bytes read little-endian; 0 for IPv6.
+    ipv4_ident_le: u16,
     /// The upper-layer packet: transport header and data, bounded by the IP length.
     upper: &'a [u8],
 }
 
-/// `::ffff:a.b.c.d`, composed in a register so it is stored with one 16-byte store.
-#[inline(always)]
-fn ipv4_mapped(a: [u8; 4]) -> [u8; 16] {
-    ((0xffff_u128 << 32) | u128::from(u32::from_be_bytes(a))).to_be_bytes()
+impl Network<'_> {
+    /// The invariant header block, given the ports' wire bytes and bytes 40–51 of the block
+    /// (the IPv4 identification and the urgent pointer are added here).
+    #[inline(always)]
+    fn header(&self, ports_le: u32, fields: [u64; 2], urgent_le: u16) -> InvariantHeader {
+        let [f0, f1] = fields;
+        // Bytes 52..56: IPv4 identification, urgent pointer (little-endian word 6, bits 32..64).
+        let f1 = (f1 & 0xffff_ffff) | (u64::from(self.ipv4_ident_le) << 32) | (u64::from(urgent_le) << 48);
+        // Bounded by a 16-bit IP length field.
+        let upper_len = u16::try_from(self.upper.len()).unwrap_or(u16::MAX);
+        InvariantHeader::from_parts(
+            self.addr_words,
+            ports_le,
+            self.protocol,
+            self.version,
+            upper_len,
+            [f0, f1],
+        )
+    }
 }
 
-impl Network<'_> {
-    /// The invariant header, given the ports and the transport fields (bytes 42–55 of the block,
-    /// as the low 112 bits of `fields`).
-    #[inline(always)]
-    fn header(&self, src_port: u16, dst_port: u16, fields: u128) -> InvariantHeader {
-        InvariantHeader {
-            src_addr: self.src,
-            dst_addr: self.dst,
-            src_port,
-            dst_port,
-            protocol: self.protocol,
-            ip_version: self.version,
-            // Bounded by a 16-bit IP length field.
-            upper_len: u16::try_from(self.upper.len()).unwrap_or(u16::MAX),
-            transport: ((u128::from(self.ipv4_ident) << 112) | fields).to_be_bytes(),
-        }
-    }
+#[inline(always)]
+fn finish(h: &InvariantHeader, payload: &[u8], prefix: usize, seed: u64, x: Option<Exchange>) -> Measurement {
+    let (flow_hash, identity) = h.hashes(payload, prefix, seed);
+    Measurement { flow: h.flow(), flow_hash, identity, exchange: x }
 }
 
 #[inline(always)]
 fn transport(net: &Network<'_>, cfg: &PacketConfig) -> Result<Measurement, SkipReason> {
     let seed = cfg.identity_seed;
     let prefix = cfg.prefix_len();
-    let finish = |header: &InvariantHeader, payload: &[u8], exchange: Option<Exchange>| {
-        let bytes = header.bytes(payload, prefix);
-        Measurement {
-            flow: header.flow(),
-            flow_hash: bytes.flow_hash(seed),
-            identity: bytes.identity(seed),
-            exchange,
-        }
-    };
     // The IP packet is complete here, so a transport header that does not fit is malformed.
+    // Header bytes are copied as they are on the wire (little-endian reads, no byte swaps).
     match net.protocol {
         PROTOCOL_TCP => {
             let seg = TcpSegment::new_checked(net.upper).map_err(|_| SkipReason::Malformed)?;
             let h = seg.header();
-            // sequence, acknowledgment, offset/flags, window (bytes 4..16), urgent (18..20).
-            let fields = (u128::from(be64::<4, 20>(h)) << 48)
-                | (u128::from(be32::<12, 20>(h)) << 16)
-                | u128::from(be16::<18, 20>(h));
-            let header = net.header(seg.src_port(), seg.dst_port(), fields);
+            // Sequence, acknowledgment, offset/flags, window: header bytes 4..16.
+            let header =
+                net.header(le32::<0, 20>(h), [le64::<4, 20>(h), le64::<12, 20>(h)], le16::<18, 20>(h));
             let exchange = if cfg.classify.any_tcp() {
                 classify::tcp(&seg, &header.flow(), &cfg.classify, seed)
             } else {
                 None
             };
-            Ok(finish(&header, seg.payload(), exchange))
+            Ok(finish(&header, seg.payload(), prefix, seed, exchange))
         }
         PROTOCOL_UDP => {
             let dgram = UdpDatagram::new_checked(net.upper).map_err(|_| SkipReason::Malformed)?;
-            let header = net.header(dgram.src_port(), dgram.dst_port(), u128::from(dgram.len()) << 96);
+            let h = dgram.header();
+            let header = net.header(le32::<0, 8>(h), [u64::from(le16::<4, 8>(h)), 0], 0);
             let exchange = if cfg.classify.dns {
                 classify::udp(&dgram, &header.flow(), &cfg.classify, seed)
             } else {
                 None
             };
-            Ok(finish(&header, dgram.payload(), exchange))
+            Ok(finish(&header, dgram.payload(), prefix, seed, exchange))
         }
         icmp::PROTOCOL_ICMP | icmp::PROTOCOL_ICMPV6 => {
             let msg = IcmpMessage::new_checked(net.upper).map_err(|_| SkipReason::Malformed)?;
-            let fields = (u128::from(msg.msg_type()) << 104)
-                | (u128::from(msg.code()) << 96)
-                | (u128::from(u32::from_be_bytes(msg.rest_of_header())) << 64);
-            Ok(finish(&net.header(0, 0, fields), msg.payload(), None))
+            let h = msg.header();
+            // Type, code (bytes 0..2) and the rest of header (4..8); the checksum left out.
+            let fields = u64::from(le16::<0, 8>(h)) | (u64::from(le32::<4, 8>(h)) << 16);
+            Ok(finish(&net.header(0, [fields, 0], 0), msg.payload(), prefix, seed, None))
         }
-        _ => Ok(finish(&net.header(0, 0, 0), net.upper, None)),
+        _ => Ok(finish(&net.header(0, [0, 0], 0), net.upper, prefix, seed, None)),
     }
 }
 

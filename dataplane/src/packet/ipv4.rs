@@ -117,6 +117,12 @@ impl<'a> Ipv4Packet<'a> {
         bytes::<16, 4, MIN_HEADER_LEN>(self.header)
     }
 
+    /// The fixed 20-byte header.
+    #[inline(always)]
+    pub fn header(&self) -> &'a [u8; MIN_HEADER_LEN] {
+        self.header
+    }
+
     /// The options (empty when IHL = 5).
     pub fn options(&self) -> &'a [u8] {
         self.options

@@ -79,6 +79,12 @@ impl<'a> Ipv6Packet<'a> {
         bytes::<24, 16, HEADER_LEN>(self.header)
     }
 
+    /// The fixed 40-byte header.
+    #[inline(always)]
+    pub fn header(&self) -> &'a [u8; HEADER_LEN] {
+        self.header
+    }
+
     /// The payload (extension headers first), up to the payload length (padding excluded).
     #[inline(always)]
     pub fn payload(&self) -> &'a [u8] {

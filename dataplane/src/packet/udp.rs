@@ -57,6 +57,12 @@ impl<'a> UdpDatagram<'a> {
         be16::<6, HEADER_LEN>(self.header)
     }
 
+    /// The 8-byte header.
+    #[inline(always)]
+    pub fn header(&self) -> &'a [u8; HEADER_LEN] {
+        self.header
+    }
+
     /// The payload, up to the UDP length.
     #[inline(always)]
     pub fn payload(&self) -> &'a [u8] {

@@ -78,13 +78,14 @@ fn ipv4_tcp_gives_flow_key_hash_and_identity() {
     // The identity is xxh3 over exactly the documented bytes.
     let mut bytes = expect.canonical_bytes().to_vec();
     bytes.extend_from_slice(&(20u16 + 5).to_be_bytes()); // upper-layer length
-    bytes.extend_from_slice(&0x1234u16.to_be_bytes()); // IPv4 identification
     bytes.extend_from_slice(&1000u32.to_be_bytes()); // seq
     bytes.extend_from_slice(&0u32.to_be_bytes()); // ack
     bytes.extend_from_slice(&[0x50, PSH | ACK]); // data offset, flags
     bytes.extend_from_slice(&65535u16.to_be_bytes()); // window
+    bytes.extend_from_slice(&0x1234u16.to_be_bytes()); // IPv4 identification
     bytes.extend_from_slice(&[0, 0]); // urgent pointer
     bytes.extend_from_slice(b"hello");
+    bytes.resize(56 + 32, 0); // the 32-byte payload prefix, zero-padded
     assert_eq!(m.identity, xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, c.identity_seed));
     let obs = m.observation(77);
     assert_eq!((obs.ts_ns, obs.flow, obs.flow_hash, obs.identity), (77, &m.flow, m.flow_hash, m.identity));
@@ -99,10 +100,10 @@ fn ipv6_udp_identity_bytes() {
     assert_eq!((m.flow.src_addr, m.flow.dst_addr), (C6, S6));
     let mut bytes = m.flow.canonical_bytes().to_vec();
     bytes.extend_from_slice(&11u16.to_be_bytes()); // upper-layer length
-    bytes.extend_from_slice(&[0, 0]); // no IPv4 identification
     bytes.extend_from_slice(&11u16.to_be_bytes()); // UDP length
-    bytes.extend_from_slice(&[0; 12]);
+    bytes.extend_from_slice(&[0; 14]); // no IPv4 identification, no urgent pointer
     bytes.extend_from_slice(b"abc");
+    bytes.resize(56 + 32, 0);
     assert_eq!(m.identity, xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, c.identity_seed));
 }
 
@@ -660,6 +661,10 @@ mod prop {
     use super::*;
     use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
     use proptest::prelude::*;
+
+    fn ipv4_mapped(a: [u8; 4]) -> [u8; 16] {
+        std::net::Ipv4Addr::from(a).to_ipv6_mapped().octets()
+    }
 
     /// What etherparse says the flow of a frame is, for unfragmented IPv4/IPv6 TCP/UDP.
     fn etherparse_flow(frame: &[u8]) -> Option<FlowKey> {
