@@ -97,7 +97,9 @@ pub struct PacketConfigError {
 impl PacketConfig {
     /// Checks ranges.
     pub fn validate(&self) -> Result<(), PacketConfigError> {
-        if self.payload_prefix_bytes > MAX_PAYLOAD_PREFIX_BYTES || self.payload_prefix_bytes % 8 != 0 {
+        if self.payload_prefix_bytes > MAX_PAYLOAD_PREFIX_BYTES
+            || !self.payload_prefix_bytes.is_multiple_of(8)
+        {
             return Err(PacketConfigError {
                 field: "payload_prefix_bytes",
                 reason: format!(
