@@ -76,6 +76,25 @@ fn dns(header: &DnsHeader<'_>, flow: &FlowKey, cfg: &ClassifierConfig, seed: u64
     }
 }
 
+/// True when [`tcp`] may classify `seg`: a cheap filter the per-packet path runs inline so the
+/// common segment (no SYN, not DNS, data classifier off) costs no call.
+#[inline(always)]
+pub fn tcp_candidate(seg: &TcpSegment<'_>, cfg: &ClassifierConfig) -> bool {
+    (cfg.tcp_handshake && seg.flags() & flags::SYN != 0)
+        || cfg.tcp_data
+        || (cfg.dns
+            && seg.payload().len() >= 2 + DNS_HEADER_LEN
+            && (cfg.is_dns_port(seg.dst_port()) || cfg.is_dns_port(seg.src_port())))
+}
+
+/// True when [`udp`] may classify `dgram`.
+#[inline(always)]
+pub fn udp_candidate(dgram: &UdpDatagram<'_>, cfg: &ClassifierConfig) -> bool {
+    cfg.dns
+        && dgram.payload().len() >= DNS_HEADER_LEN
+        && (cfg.is_dns_port(dgram.dst_port()) || cfg.is_dns_port(dgram.src_port()))
+}
+
 /// Classifies a TCP segment on `flow` (its directional key).
 #[inline(never)]
 pub fn tcp(seg: &TcpSegment<'_>, flow: &FlowKey, cfg: &ClassifierConfig, seed: u64) -> Option<Exchange> {

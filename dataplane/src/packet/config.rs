@@ -71,12 +71,6 @@ impl Default for ClassifierConfig {
 }
 
 impl ClassifierConfig {
-    /// True when any TCP classifier is on.
-    #[inline(always)]
-    pub(crate) fn any_tcp(&self) -> bool {
-        self.tcp_handshake || self.dns || self.tcp_data
-    }
-
     /// True when `port` is a configured DNS port.
     #[inline(always)]
     pub(crate) fn is_dns_port(&self, port: u16) -> bool {
@@ -181,10 +175,7 @@ mod tests {
 
     #[test]
     fn dns_ports_lookup() {
-        let mut c = ClassifierConfig { dns_ports: vec![53, 5353], ..Default::default() };
+        let c = ClassifierConfig { dns_ports: vec![53, 5353], ..Default::default() };
         assert!(c.is_dns_port(5353) && c.is_dns_port(53) && !c.is_dns_port(80));
-        c.tcp_handshake = false;
-        c.dns = false;
-        assert!(!c.any_tcp());
     }
 }

@@ -192,7 +192,7 @@ fn transport(net: &Network<'_>, cfg: &PacketConfig) -> Result<Measurement, SkipR
             // Sequence, acknowledgment, offset/flags, window: header bytes 4..16.
             let header =
                 net.header(le32::<0, 20>(h), [le64::<4, 20>(h), le64::<12, 20>(h)], le16::<18, 20>(h));
-            let exchange = if cfg.classify.any_tcp() {
+            let exchange = if classify::tcp_candidate(&seg, &cfg.classify) {
                 classify::tcp(&seg, &header.flow(), &cfg.classify, seed)
             } else {
                 None
@@ -203,7 +203,7 @@ fn transport(net: &Network<'_>, cfg: &PacketConfig) -> Result<Measurement, SkipR
             let dgram = UdpDatagram::new_checked(net.upper).map_err(|_| SkipReason::Malformed)?;
             let h = dgram.header();
             let header = net.header(le32::<0, 8>(h), [u64::from(le16::<4, 8>(h)), 0], 0);
-            let exchange = if cfg.classify.dns {
+            let exchange = if classify::udp_candidate(&dgram, &cfg.classify) {
                 classify::udp(&dgram, &header.flow(), &cfg.classify, seed)
             } else {
                 None
