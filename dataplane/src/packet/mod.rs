@@ -7,4 +7,25 @@ pub mod flow;
 
 pub use exchange::{Exchange, ExchangeKind, Role};
 pub use flow::FlowKey;
+
+pub mod class;
+pub mod classify;
+pub mod config;
+pub mod dns;
+pub mod ethernet;
+mod field;
+pub mod icmp;
+pub mod identity;
+pub mod inspect;
+pub mod ipv4;
+pub mod ipv6;
+pub mod ipv6_ext;
+pub mod synth;
+pub mod tcp;
+pub mod udp;
+pub mod vlan;
+
+pub use class::{PacketCounters, SkipReason};
+pub use config::PacketConfig;
+pub use inspect::{Inspection, Measurement, inspect, measure};
 pub mod sample;
