@@ -214,6 +214,13 @@ impl<B: EpochBuffer> EpochWriter<B> {
         }
     }
 
+    /// The buffer packets of the current epoch go into, without switching epoch (for
+    /// prefetch hints); `None` while the epoch is skipped.
+    #[inline(always)]
+    pub fn current(&self) -> Option<&B> {
+        self.current.as_deref()
+    }
+
     /// The epoch this worker is in (meaningful once it has seen a clock).
     pub fn epoch(&self) -> u64 {
         self.epoch

@@ -15,6 +15,7 @@
 pub mod dpdk;
 pub mod epoch;
 pub mod packet;
+pub mod pipeline;
 pub mod sim;
 pub mod synopsis;
 #[cfg(feature = "dpdk")]
