@@ -4,6 +4,8 @@
 //! configuration (including `run` on a build without the `dpdk` feature). Errors are printed
 //! as one clear message; nothing here panics on user input.
 
+mod measure;
+mod offline;
 #[cfg(feature = "dpdk")]
 mod run;
 mod sample_pcap;
@@ -13,7 +15,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use wirelat_control::config::Config;
+use wirelat_control::config::{Config, Purpose};
 
 /// DPDK middlebox that forwards traffic untouched and measures its latency passively.
 #[derive(Debug, Parser)]
@@ -30,6 +32,22 @@ enum Command {
         /// The configuration file (see configs/).
         #[arg(long, short, value_name = "FILE.toml")]
         config: PathBuf,
+    },
+    /// Measure pcap files without DPDK: the same pipeline, harvest and outputs as `run`, with
+    /// the packets of port 0 and port 1 merged by timestamp and spread over emulated workers.
+    Offline {
+        /// The configuration file (its [[port]] tables are ignored).
+        #[arg(long, short, value_name = "FILE.toml")]
+        config: PathBuf,
+        /// Frames received on port 0 (forward direction).
+        #[arg(long, value_name = "FILE.pcap")]
+        port0: PathBuf,
+        /// Frames received on port 1 (reverse direction).
+        #[arg(long, value_name = "FILE.pcap")]
+        port1: Option<PathBuf>,
+        /// Emulated workers (default: the configuration's worker count).
+        #[arg(long, value_name = "N")]
+        workers: Option<usize>,
     },
     /// Write the bundled sample pcap (varied frames, see data/sample.pcap) to a file.
     SamplePcap {
@@ -75,6 +93,13 @@ fn execute(command: Command) -> Result<(), Failure> {
         Command::Run { config } => {
             let loaded = Config::load(&config).map_err(|e| Failure::Usage(e.to_string()))?;
             run_appliance(&loaded)
+        }
+        Command::Offline { config, port0, port1, workers } => {
+            let loaded =
+                Config::load_for(&config, Purpose::Offline).map_err(|e| Failure::Usage(e.to_string()))?;
+            let workers = workers.unwrap_or_else(|| usize::from(loaded.queues()));
+            offline::run(&loaded, &port0, port1.as_deref(), workers).map_err(Failure::Runtime)?;
+            Ok(())
         }
         Command::SamplePcap { out, empty } => sample_pcap::write(&out, empty).map_err(Failure::Runtime),
     }

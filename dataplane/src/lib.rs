@@ -11,6 +11,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod clock;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod epoch;
