@@ -9,6 +9,8 @@ mod offline;
 #[cfg(feature = "dpdk")]
 mod run;
 mod sample_pcap;
+#[cfg(feature = "dpdk")]
+mod topology;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -113,6 +115,19 @@ fn run_appliance(config: &Config) -> Result<(), Failure> {
         println!(
             "port {p}: rx {} tx {} tx_retries {} tx_dropped {} oversize_dropped {}",
             t.rx, t.tx, t.tx_retries, t.tx_dropped, t.oversize_dropped
+        );
+    }
+    let m = &summary.measured;
+    if m.frames > 0 || summary.epochs > 0 {
+        println!(
+            "measured {} skipped {} untimed {} late {} overrun_epochs {} overrun_packets {} epochs {}",
+            m.measured,
+            m.skipped(),
+            m.untimed,
+            m.late,
+            summary.overrun_epochs,
+            m.overrun_packets,
+            summary.epochs
         );
     }
     println!("stopped: {:?}", summary.reason);

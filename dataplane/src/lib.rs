@@ -15,6 +15,8 @@ pub mod clock;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod epoch;
+#[cfg(feature = "dpdk")]
+pub mod measuring;
 pub mod packet;
 pub mod pipeline;
 pub mod sim;

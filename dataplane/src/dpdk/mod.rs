@@ -11,12 +11,14 @@
 //! function calls into C (no cross-language inlining), so they are called per burst, and
 //! per-packet fields are read directly from the `rte_mbuf` in Rust.
 
+mod cpu;
 mod eal;
 mod error;
 mod mbuf;
 mod mempool;
 mod port;
 
+pub use cpu::{prefetch, rdtsc};
 pub use eal::{Eal, LcoreJob, LcoreOutcome};
 pub use error::{DpdkError, RteErrno};
 pub use mbuf::{MAX_BURST, MbufBurst, MbufView, RxTimestampField};

@@ -319,6 +319,16 @@ impl<'pool> Port<'pool> {
         })
     }
 
+    /// The device's clock (the unit of its rx timestamps), where the driver offers it
+    /// (`rte_eth_read_clock`). Safe to call from the control lcore while workers run.
+    pub fn read_clock(&self) -> Result<u64, DpdkError> {
+        let mut clock: u64 = 0;
+        // SAFETY: `clock` is a valid out-parameter for a started port.
+        let ret = unsafe { dpdk_sys::rte_eth_read_clock(self.info.id, &mut clock) };
+        self.check(ret, "rte_eth_read_clock")?;
+        Ok(clock)
+    }
+
     fn device_info(&self) -> Result<dpdk_sys::rte_eth_dev_info, DpdkError> {
         let mut dev = dpdk_sys::rte_eth_dev_info::default();
         // SAFETY: `dev` is a valid out-parameter for a port id that exists.
