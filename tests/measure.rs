@@ -25,7 +25,7 @@ identity_seed = 99
 [synopses.fridge]
 seed = 5
 [synopses.lda]
-banks = [{ rows = 128, p = 1.0 }, { rows = 128, p = 0.1 }]
+banks = [{ rows = 128, p = 0.5 }, { rows = 128, p = 0.25 }]
 seed = 3
 [synopses.lds]
 rows = 2
@@ -191,7 +191,13 @@ fn lines(out: &Path) -> Vec<serde_json::Value> {
 
 fn appliance_equals_offline(workers: usize) {
     let dir = scratch();
-    let d = dir.path();
+    let d = dir.path().to_owned();
+    let d = d.as_path();
+    // WIRELAT_KEEP=1 keeps the pcaps and both runs' outputs for a look after a failure.
+    if std::env::var_os("WIRELAT_KEEP").is_some() {
+        eprintln!("keeping {}", d.display());
+        std::mem::forget(dir);
+    }
     let pcaps = trace(d);
     let off = offline(d, &pcaps, workers);
     let (run, output) = appliance(d, &pcaps, workers, "[epochs]\nlength_ms = 50\noverrun = \"wait\"\n");

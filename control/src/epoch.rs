@@ -131,7 +131,10 @@ impl<B: EpochBuffer> Harvester<B> {
 
     /// True once every worker has finished and everything was emitted.
     pub fn done(&self) -> bool {
-        self.pending.is_empty() && self.watermark() == Some(u64::MAX)
+        // Finished first: a worker hands over its last buffer before it publishes that.
+        self.watermark() == Some(u64::MAX)
+            && self.links.iter().all(|l| l.is_drained())
+            && self.pending.is_empty()
     }
 
     /// What the harvester has done so far.
@@ -203,6 +206,7 @@ mod tests {
         assert!(seen.is_empty(), "worker 0 has not left epoch 0");
         w0.finish();
         w1.finish();
+        assert!(!h.done(), "the last buffers are not harvested yet");
         h.poll(|e| seen.push((e.epoch, e.merged.0.clone()))).unwrap();
         assert_eq!(seen, vec![(0, vec![0, 1]), (1, vec![1])]);
         assert!(h.done());
