@@ -95,7 +95,7 @@ impl ClockMap {
             };
             fence(Ordering::Acquire);
             let s2 = self.seq.load(Ordering::Relaxed);
-            if s1 == s2 && s1 % 2 == 0 {
+            if s1 == s2 && s1.is_multiple_of(2) {
                 return seg;
             }
             std::hint::spin_loop();

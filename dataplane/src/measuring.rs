@@ -137,7 +137,7 @@ impl<'a> MeasuringHook<'a> {
             time.publish(*worker, last_ts);
         }
         self.bursts = self.bursts.wrapping_add(1);
-        if self.bursts % PUBLISH_EVERY_BURSTS == 0 {
+        if self.bursts.is_multiple_of(PUBLISH_EVERY_BURSTS) {
             self.pipeline.publish(self.shared);
         }
     }
@@ -164,7 +164,7 @@ impl BurstHook for MeasuringHook<'_> {
         };
         self.pipeline.tick(now);
         self.idles = self.idles.wrapping_add(1);
-        if self.idles % PUBLISH_EVERY_IDLES == 0 {
+        if self.idles.is_multiple_of(PUBLISH_EVERY_IDLES) {
             self.pipeline.publish(self.shared);
         }
     }

@@ -12,9 +12,12 @@ use wirelat_dataplane::synopsis::lda::{Lda, LdaConfig};
 use wirelat_dataplane::synopsis::lds::LdsConfig;
 use wirelat_dataplane::synopsis::rda::{Rda, RdaConfig, TimestampCache};
 
+/// What a [`Collect`] sink was given: messages, retained caches (segment, epoch, ids), closed.
+type Collected = (Vec<EpochMessage>, Vec<(u32, u64, usize)>, bool);
+
 /// Collects what it is given.
 #[derive(Clone, Default)]
-struct Collect(Arc<Mutex<(Vec<EpochMessage>, Vec<(u32, u64, usize)>, bool)>>);
+struct Collect(Arc<Mutex<Collected>>);
 impl EpochSink for Collect {
     fn deliver(&mut self, msg: &EpochMessage) {
         self.0.lock().unwrap().0.push(msg.clone());
