@@ -50,6 +50,17 @@ fn write_spaced(path: &Path, n: usize, gap_ns: u64) -> Vec<Vec<u8>> {
     frames
 }
 
+/// Frames a pcap that is still being written holds so far (0 while it has no header yet).
+fn frames_so_far(path: &Path) -> usize {
+    let Ok(file) = File::open(path) else { return 0 };
+    let Ok(mut reader) = PcapReader::new(BufReader::new(file)) else { return 0 };
+    let mut n = 0;
+    while let Some(Ok(_)) = reader.next_packet() {
+        n += 1;
+    }
+    n
+}
+
 fn eal(dir: &Path) -> String {
     let prefix = format!(
         "wr{}-{}",
@@ -144,33 +155,38 @@ fn two_streams_each_leave_their_own_device_in_order() {
     assert!(!read_frames(&in0).is_empty() && !read_frames(&in1).is_empty());
 }
 
-/// Tolerance on a replay's total duration. A frame never leaves before its due time, so the
-/// duration can only exceed the schedule by the last frame's lateness (minus the first's, which
-/// is ~µs). That lateness is scheduling delay: on this shared 2-vCPU machine the loop was
-/// measured descheduled for up to 24 ms at load ~3, and tests run next to builds at load 10+.
-const LATE_TOLERANCE_NS: u64 = 250_000_000;
-/// The pcap driver's stamp of the first frame comes a few µs after the loop's start (the
-/// schedule's origin): allow that much for "never early", relative to the first frame.
-const EARLY_TOLERANCE_NS: u64 = 1_000_000;
+/// How the written stamps relate to the schedule. The pcap driver stamps a frame with the TSC
+/// when it writes it, a little after the replay read the TSC and handed the burst over; the
+/// replay reports each frame's lateness (handed over minus due). Frame 0 is due at the start:
+///   stamp_i − stamp_0 = due_i + late_i + lag_i − (late_0 + lag_0),
+/// so every frame satisfies due_i − (late_0 + lag_0) ≤ stamp_i − stamp_0 ≤ due_i + max late +
+/// lag_i. Lateness is scheduling delay, unbounded on this shared 2-vCPU machine (measured:
+/// stalls of 0.1–5 s at load 4–6 while other tests and fuzzers ran), so both bounds use the
+/// replay's own reported maximum; the lag is the time to write a burst into the pcap file, and
+/// [`LAG_NS`] allows for a short preemption inside that call.
+const LAG_NS: u64 = 100_000_000;
 
-fn check_timing(frames_in: &[(u64, Vec<u8>)], frames_out: &[(u64, Vec<u8>)], rate: f64) {
+/// The `max N ns` of the replay's timing line.
+fn max_lateness_ns(stdout: &str) -> u64 {
+    let line = stdout.lines().find(|l| l.starts_with("timing error")).unwrap_or_else(|| panic!("{stdout}"));
+    number_after(line, ", max ") as u64
+}
+
+/// Checks the stamps of `frames_out` against the schedule of `frames_in` at `rate` (frames
+/// compared too when both carry bytes).
+fn check_timing(frames_in: &[(u64, Vec<u8>)], frames_out: &[(u64, Vec<u8>)], rate: f64, max_late_ns: u64) {
     assert_eq!(frames_in.len(), frames_out.len());
     let (t_in, t_out) = (frames_in[0].0, frames_out[0].0);
+    let slack = max_late_ns + LAG_NS;
     for (i, (a, b)) in frames_in.iter().zip(frames_out).enumerate() {
         assert_eq!(a.1, b.1, "frame {i} differs");
         let due = ((a.0 - t_in) as f64 / rate) as u64;
         let left = b.0 - t_out;
         assert!(
-            left + EARLY_TOLERANCE_NS >= due,
-            "frame {i} left {left} ns after the first, due at {due} ns"
+            left + slack >= due && left <= due + slack,
+            "rate {rate}: frame {i} left {left} ns after the first, due at {due} ns (max lateness {max_late_ns} ns)"
         );
     }
-    let span_out = frames_out.last().map(|f| f.0 - t_out).unwrap_or(0);
-    let span_due = ((frames_in.last().map(|f| f.0).unwrap_or(0) - t_in) as f64 / rate) as u64;
-    assert!(
-        span_out + EARLY_TOLERANCE_NS >= span_due && span_out <= span_due + LATE_TOLERANCE_NS,
-        "rate {rate}: replay took {span_out} ns for a {span_due} ns schedule"
-    );
 }
 
 #[test]
@@ -178,8 +194,8 @@ fn recorded_timing_is_kept_and_scaled_by_the_rate_multiplier() {
     let dir = scratch();
     let d = dir.path();
     let input = d.join("spaced.pcap");
-    // 201 frames 5 ms apart: a 1 s schedule at rate 1, 0.25 s at rate 4, far apart compared
-    // with the tolerance.
+    // 201 frames 5 ms apart: a 1 s schedule at rate 1, 0.25 s at rate 4. Unless the replay is
+    // stalled for longer than their difference, only the right rate passes the bounds.
     write_spaced(&input, 201, 5_000_000);
     let frames_in = read_timed(&input);
     for (rate, name) in [(1.0, "r1.pcap"), (4.0, "r4.pcap")] {
@@ -190,7 +206,7 @@ fn recorded_timing_is_kept_and_scaled_by_the_rate_multiplier() {
         assert!(output.status.success(), "{}", describe(&output));
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(stdout.contains("timing error") && stdout.contains("over 201 frames"), "{stdout}");
-        check_timing(&frames_in, &read_timed(&out), rate);
+        check_timing(&frames_in, &read_timed(&out), rate, max_lateness_ns(&stdout));
     }
     // As fast as possible: far quicker than the 1 s schedule.
     let out = out_path(d, "fast.pcap");
@@ -221,15 +237,13 @@ fn loop_three_sends_the_pcap_three_times_one_period_apart() {
     let timed = read_timed(&out);
     let got: Vec<Vec<u8>> = timed.iter().map(|f| f.1.clone()).collect();
     assert_same_frames(&got, &expected, "three passes");
-    // Pass k's first frame is due k periods after the start.
-    let t0 = timed[0].0;
-    for k in 1..3u64 {
-        let start = timed[(21 * k) as usize].0 - t0;
-        assert!(start + EARLY_TOLERANCE_NS >= k * 105_000_000, "pass {k} started after {start} ns");
-    }
-    let span = timed.last().map(|f| f.0).unwrap_or(0) - t0;
-    assert!((310_000_000 - EARLY_TOLERANCE_NS..=310_000_000 + LATE_TOLERANCE_NS).contains(&span), "{span}");
+    // Pass k's frame j is due k periods plus j gaps after the start.
     let stdout = String::from_utf8_lossy(&output.stdout);
+    let schedule: Vec<(u64, Vec<u8>)> = (0..3u64)
+        .flat_map(|k| (0..21u64).map(move |j| (k * 105_000_000 + j * 5_000_000, Vec::new())))
+        .collect();
+    let stamps: Vec<(u64, Vec<u8>)> = timed.iter().map(|f| (f.0, Vec::new())).collect();
+    check_timing(&schedule, &stamps, 1.0, max_lateness_ns(&stdout));
     assert!(stdout.contains("sent 63 frames") && stdout.contains("passes 3 of 3"), "{stdout}");
 }
 
@@ -250,8 +264,17 @@ fn endless_loop_stops_cleanly_on_sigterm_with_whole_passes_in_order() {
         .spawn()
         .expect("start wirelat");
     let pid = child.id().to_string();
+    // Signal once more than one pass was written (the driver flushes every burst), however
+    // long the EAL takes to start on a busy machine.
+    let watched = out.clone();
     let killer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(1200));
+        let started = std::time::Instant::now();
+        while started.elapsed() < RUN_TIMEOUT / 2 {
+            if frames_so_far(&watched) > 21 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("run kill")
     });
     let output = wait_with_timeout(child, RUN_TIMEOUT);
@@ -261,7 +284,7 @@ fn endless_loop_stops_cleanly_on_sigterm_with_whole_passes_in_order() {
     assert!(stdout.contains("of unlimited; stopped: Signal"), "{stdout}");
     // Whatever was sent is the pcap repeated, in order, and the count matches the output.
     let got = read_frames(&out);
-    assert!(got.len() > 21, "more than one pass in ~1 s of 105 ms periods: {}", got.len());
+    assert!(got.len() > 21, "more than one pass before the signal: {}", got.len());
     for (i, f) in got.iter().enumerate() {
         assert!(*f == frames[i % 21], "frame {i} is not frame {} of the pcap", i % 21);
     }

@@ -56,7 +56,7 @@ fn bad_configurations_and_flags_exit_2() {
     assert_usage(&["--pcap", &sample, "--device", "net_null0", "--loop", "many"], "invalid value 'many'");
     assert_usage(
         &["--pcap", &sample, "--device", "net_null0", "--eal-args", "-l 3"],
-        "derived from the core",
+        "derived from main_core",
     );
 }
 

@@ -4,7 +4,8 @@
 //! ```toml
 //! [eal]
 //! args = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf"]
-//! core = 0                   # CPU of the replay loop (the EAL main lcore)
+//! main_core = 0              # CPU of the replay loop (the EAL main lcore)
+//! # main_cpuset = "0-3"      # or: let it run on any of these CPUs (shared machines)
 //!
 //! [replay]
 //! rate_multiplier = 1.0      # 1: recorded timing; 2: twice as fast; 0: as fast as possible
@@ -85,12 +86,13 @@ struct FileConfig {
 #[serde(deny_unknown_fields, default)]
 struct FileEal {
     args: Spanned<Vec<String>>,
-    core: u16,
+    main_core: u16,
+    main_cpuset: Option<Spanned<String>>,
 }
 
 impl Default for FileEal {
     fn default() -> Self {
-        Self { args: Spanned::new(0..0, Vec::new()), core: 0 }
+        Self { args: Spanned::new(0..0, Vec::new()), main_core: 0, main_cpuset: None }
     }
 }
 
@@ -180,8 +182,12 @@ impl StreamConfig {
 pub struct ReplayConfig {
     /// Extra EAL arguments (no lcore options).
     pub eal_args: Vec<String>,
-    /// CPU of the replay loop.
-    pub core: u16,
+    /// CPU of the replay loop (the EAL main lcore).
+    pub main_core: u16,
+    /// CPUs the replay loop may run on instead (`"0-3"`, `"0,2"`): the scheduler may move it
+    /// between them. For shared machines, where one pinned CPU can be taken by other work for
+    /// seconds; a testbed should pin (`main_core`).
+    pub main_cpuset: Option<String>,
     /// Gaps are divided by this; 0 sends as fast as possible.
     pub rate_multiplier: f64,
     /// Passes over the pcaps; 0 = until a signal.
@@ -219,8 +225,10 @@ pub struct Overrides {
     pub loops: Option<u64>,
     /// `--eal-args`, split on whitespace, appended to the file's.
     pub eal_args: Option<String>,
-    /// `--core`.
-    pub core: Option<u16>,
+    /// `--main-core`.
+    pub main_core: Option<u16>,
+    /// `--main-cpuset`.
+    pub main_cpuset: Option<String>,
     /// `--max-preload-bytes`.
     pub max_preload_bytes: Option<u64>,
     /// `--sleep-above-us`.
@@ -231,7 +239,8 @@ impl ReplayConfig {
     fn defaults() -> Self {
         Self {
             eal_args: Vec::new(),
-            core: 0,
+            main_core: 0,
+            main_cpuset: None,
             rate_multiplier: 1.0,
             loops: 1,
             burst_size: 32,
@@ -280,8 +289,12 @@ impl ReplayConfig {
         if let Some(a) = &over.eal_args {
             c.eal_args.extend(a.split_whitespace().map(str::to_owned));
         }
-        if let Some(core) = over.core {
-            c.core = core;
+        if let Some(core) = over.main_core {
+            c.main_core = core;
+            c.main_cpuset = None;
+        }
+        if let Some(set) = &over.main_cpuset {
+            c.main_cpuset = Some(set.clone());
         }
         if let Some(m) = over.max_preload_bytes {
             c.max_preload_bytes = m;
@@ -303,7 +316,8 @@ impl ReplayConfig {
             toml::from_str(text).map_err(|e| at(e.span(), e.message().trim_end().to_owned()))?;
         let mut c = Self::defaults();
         c.eal_args = f.eal.args.get_ref().clone();
-        c.core = f.eal.core;
+        c.main_core = f.eal.main_core;
+        c.main_cpuset = f.eal.main_cpuset.as_ref().map(|s| s.get_ref().clone());
         c.rate_multiplier = *f.replay.rate_multiplier.get_ref();
         c.loops = f.replay.loops;
         c.burst_size = *f.replay.burst_size.get_ref();
@@ -326,11 +340,12 @@ impl ReplayConfig {
             })
             .collect();
         // Check each value where it was written, so the error can point at it.
-        let checks: [SpanCheck; 5] = [
+        let checks: [SpanCheck; 6] = [
             (Some(f.replay.rate_multiplier.span()), check_rate(c.rate_multiplier)),
             (Some(f.replay.burst_size.span()), check_burst(c.burst_size)),
             (Some(f.replay.max_preload_bytes.span()), check_preload(c.max_preload_bytes)),
             (Some(f.eal.args.span()), check_eal_args(&c.eal_args)),
+            (f.eal.main_cpuset.as_ref().map(Spanned::span), check_cpuset(c.main_cpuset.as_deref())),
             (f.mempool.data_room_bytes.as_ref().map(Spanned::span), check_data_room(c.data_room_bytes)),
         ];
         for (span, result) in checks {
@@ -348,6 +363,7 @@ impl ReplayConfig {
         check_burst(self.burst_size)?;
         check_preload(self.max_preload_bytes)?;
         check_eal_args(&self.eal_args)?;
+        check_cpuset(self.main_cpuset.as_deref())?;
         check_data_room(self.data_room_bytes)?;
         if self.streams.is_empty() {
             return Err(
@@ -389,7 +405,10 @@ impl ReplayConfig {
     /// stream.
     pub fn full_eal_args(&self) -> Vec<String> {
         let mut args = self.eal_args.clone();
-        args.push(format!("--lcores=0@{}", self.core));
+        match &self.main_cpuset {
+            Some(set) => args.push(format!("--lcores=0@({set})")),
+            None => args.push(format!("--lcores=0@{}", self.main_core)),
+        }
         args.push("--main-lcore=0".to_owned());
         for s in &self.streams {
             if s.is_pci() {
@@ -445,10 +464,21 @@ fn check_eal_args(args: &[String]) -> Result<(), String> {
     for arg in args {
         let option = arg.split('=').next().unwrap_or(arg);
         if RESERVED_EAL_OPTIONS.contains(&option) {
-            return Err(format!("EAL option `{arg}` is derived from the core setting; remove it"));
+            return Err(format!("EAL option `{arg}` is derived from main_core; remove it"));
         }
     }
     Ok(())
+}
+
+/// A CPU list as DPDK's `--lcores` takes it inside parentheses: numbers, ranges, commas.
+fn check_cpuset(set: Option<&str>) -> Result<(), String> {
+    let Some(set) = set else { return Ok(()) };
+    let ok = set.split(',').all(|part| {
+        let mut ends = part.splitn(2, '-');
+        let first = ends.next().is_some_and(|n| !n.is_empty() && n.parse::<u16>().is_ok());
+        first && ends.next().is_none_or(|n| n.parse::<u16>().is_ok())
+    });
+    if ok { Ok(()) } else { Err(format!("main_cpuset {set:?}: expected CPUs like \"0-3\" or \"0,2,4\"")) }
 }
 
 fn check_stream(i: usize, tx_descriptors: u16, streams: &[StreamConfig]) -> Result<(), String> {
@@ -528,8 +558,9 @@ mod tests {
 
     #[test]
     fn the_shipped_example_is_valid() {
-        let text = include_str!("../../configs/replay.toml");
-        let c = ReplayConfig::parse(text, Path::new("configs/replay.toml")).unwrap_or_else(|e| panic!("{e}"));
+        let text = include_str!("../../configs/replay/pcap-pair.toml");
+        let c = ReplayConfig::parse(text, Path::new("configs/replay/pcap-pair.toml"))
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(c.streams.len(), 2);
         assert_eq!((c.rate_multiplier, c.loops, c.sleep_above_us), (1.0, 1, 0));
         assert!(c.validate().is_ok());
@@ -553,6 +584,13 @@ mod tests {
         let unpaired = Overrides { pcaps: vec!["x.pcap".into()], ..Overrides::default() };
         assert!(ReplayConfig::load(None, &unpaired).is_err());
         assert!(ReplayConfig::load(None, &Overrides::default()).is_err(), "no stream at all");
+        let floating = Overrides { main_cpuset: Some("0-1".into()), ..over.clone() };
+        let c = ReplayConfig::load(None, &floating).unwrap_or_else(|e| panic!("{e}"));
+        assert!(c.full_eal_args().contains(&"--lcores=0@(0-1)".to_owned()));
+        for bad in ["", "0-", "a", "0;1", "1-2-3"] {
+            let o = Overrides { main_cpuset: Some(bad.into()), ..over.clone() };
+            assert!(ReplayConfig::load(None, &o).is_err(), "{bad:?}");
+        }
         let bad_rate = Overrides { rate_multiplier: Some(f64::NAN), ..over };
         assert!(ReplayConfig::load(None, &bad_rate).is_err());
     }

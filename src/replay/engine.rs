@@ -7,8 +7,8 @@
 //! [`SLEEP_MARGIN_NS`] early); then copy every due frame of the same stream (up to the burst
 //! size) into mbufs and hand them to that stream's tx queue. A full tx ring is retried until it
 //! takes the frames (counted as `tx_retries`); nothing is dropped unless a signal stops the
-//! run mid-burst, and then it is counted as `unsent`. Lateness (handed to the driver minus due)
-//! is recorded per frame.
+//! run mid-burst, and then it is counted as `unsent`. Lateness (the TSC just before the burst is
+//! handed to the driver, minus the frame's due time) is recorded per sent frame.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -282,6 +282,7 @@ fn pace(
         };
         // Every due frame of this stream, in order, up to the burst size.
         let mut lens = [0u32; wirelat_dataplane::dpdk::MAX_BURST];
+        let mut dues = [0u64; wirelat_dataplane::dpdk::MAX_BURST];
         while burst.len() < burst_size {
             let (Some(s), Some(&off)) = (schedule.slots.get(next), offsets.get(next)) else { break };
             let due = pass_start.saturating_add(off);
@@ -294,12 +295,11 @@ fn pace(
                     if pushed.segments > 1 {
                         t.chained += 1;
                     }
-                    if paced {
-                        lateness.record(clock.ticks_to_ns(now.saturating_sub(due)));
-                    }
-                    if let Some(l) = lens.get_mut(burst.len() - 1) {
+                    let slot = burst.len() - 1;
+                    if let (Some(l), Some(d)) = (lens.get_mut(slot), dues.get_mut(slot)) {
                         // Loaded frames are below 4 GiB (their pcap length field is 32 bits).
                         *l = frame.len() as u32;
+                        *d = due;
                     }
                     next += 1;
                 }
@@ -316,6 +316,7 @@ fn pace(
             }
         }
         let handed = burst.len();
+        let handed_at = tsc_now();
         let mut sent = 0usize;
         while sent < handed {
             sent += usize::from(queue.send(&mut burst));
@@ -331,6 +332,11 @@ fn pace(
         }
         t.frames += sent as u64;
         t.bytes += lens.iter().take(sent).map(|&l| u64::from(l)).sum::<u64>();
+        if paced {
+            for &due in dues.iter().take(sent) {
+                lateness.record(clock.ticks_to_ns(handed_at.saturating_sub(due)));
+            }
+        }
         if sent > 0 {
             last_sent_tick = tsc_now();
         }

@@ -29,7 +29,7 @@ use crate::Failure;
 /// Arguments of `wirelat replay`.
 #[derive(Debug, clap::Args)]
 pub struct ReplayArgs {
-    /// TOML configuration (see configs/replay.toml); flags override it.
+    /// TOML configuration (see configs/replay/pcap-pair.toml); flags override it.
     #[arg(long, short, value_name = "FILE.toml")]
     pub config: Option<PathBuf>,
     /// A pcap to send (repeatable; the n-th --pcap leaves through the n-th --device). Replaces
@@ -51,9 +51,13 @@ pub struct ReplayArgs {
     /// (e.g. "--no-huge -m 512 --no-pci --no-shconf").
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     pub eal_args: Option<String>,
-    /// CPU the replay loop runs on [default: 0].
+    /// CPU the replay loop runs on (the EAL main lcore) [default: 0].
     #[arg(long, value_name = "CPU")]
-    pub core: Option<u16>,
+    pub main_core: Option<u16>,
+    /// Let the replay loop run on any of these CPUs instead of one (e.g. "0-3"): for shared
+    /// machines; a testbed should pin with --main-core.
+    #[arg(long, value_name = "CPUS", conflicts_with = "main_core")]
+    pub main_cpuset: Option<String>,
     /// Refuse pcaps whose frames need more memory than this [default: 1073741824].
     #[arg(long, value_name = "BYTES")]
     pub max_preload_bytes: Option<u64>,
@@ -75,7 +79,8 @@ pub fn run(args: &ReplayArgs) -> Result<(), Failure> {
         rate_multiplier: args.rate_multiplier,
         loops: args.loops,
         eal_args: args.eal_args.clone(),
-        core: args.core,
+        main_core: args.main_core,
+        main_cpuset: args.main_cpuset.clone(),
         max_preload_bytes: args.max_preload_bytes,
         sleep_above_us: args.sleep_above_us,
     };

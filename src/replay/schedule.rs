@@ -57,6 +57,9 @@ pub enum LoadError {
     /// No stream has a frame.
     #[error("the pcaps hold no frames to send")]
     Empty,
+    /// More than 2³² frames in one pcap, or more than 65 535 pcaps.
+    #[error("too many frames or pcaps for one schedule (at most 2^32 frames per pcap and 65535 pcaps)")]
+    TooManyFrames,
 }
 
 /// One pcap's frames in memory.
@@ -191,10 +194,13 @@ impl Schedule {
     /// Merges the streams on their common clock (t₀ = the earliest timestamp of all).
     pub fn merge(streams: &[StreamFrames]) -> Result<Self, LoadError> {
         let t0 = streams.iter().filter_map(|s| s.ts_ns.first().copied()).min().ok_or(LoadError::Empty)?;
+        if streams.len() > usize::from(u16::MAX) || streams.iter().any(|s| s.len() > u32::MAX as usize) {
+            return Err(LoadError::TooManyFrames);
+        }
         let mut slots: Vec<Slot> = Vec::with_capacity(streams.iter().map(StreamFrames::len).sum());
         for (i, s) in streams.iter().enumerate() {
             for (j, &ts) in s.ts_ns.iter().enumerate() {
-                // At most u16::MAX streams and u32::MAX frames: bounded by the preload limit.
+                // Checked above: at most u16::MAX streams and u32::MAX frames per stream.
                 slots.push(Slot { offset_ns: ts - t0, stream: i as u16, frame: j as u32 });
             }
         }
