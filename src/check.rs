@@ -4,7 +4,9 @@
 //! Bounds come from `--bounds FILE` (JSON `{"lda": {"mean_rel_err_max": 0.05}}`, or the same
 //! as TOML tables `[lda]` when the file ends in `.toml`) and from repeated
 //! `--bound lda.mean_rel_err_max=0.05`, which override the file. Unknown synopses and unknown
-//! bound names are usage errors: a misspelt bound would otherwise never be checked.
+//! bound names are usage errors: a misspelt bound would otherwise never be checked. For the
+//! same reason a bounded synopsis of which no record was scored fails (`<name>.records`): its
+//! error summaries would be zero and every bound would hold vacuously.
 //!
 //! `--perfect` scores the records a perfect run would emit (segment records for LDA and RDA,
 //! flow records for LDS and COLATE, fridge quantiles per point and kind): zero error by
@@ -92,7 +94,8 @@ pub fn run(args: &CheckArgs) -> Result<(), Failure> {
         (parsed.records, parsed.skipped)
     };
     let opts = ScoreOptions { basis, min_flow_packets: args.min_flow_packets.max(1) };
-    let report = score::score(&truth, &records, &opts, &bounds);
+    let mut report = score::score(&truth, &records, &opts, &bounds);
+    require_records(&mut report, &bounds);
     if args.json {
         let text = serde_json::to_string_pretty(&report).map_err(|e| Failure::Runtime(e.into()))?;
         println!("{text}");
@@ -110,6 +113,32 @@ pub fn run(args: &CheckArgs) -> Result<(), Failure> {
             "accuracy check failed: {failed} of {} bounds exceeded",
             report.checks.len()
         )))
+    }
+}
+
+/// Records of `synopsis` that were scored: segment epochs, flows, fridge records.
+fn scored(report: &Report, synopsis: SynopsisKind) -> usize {
+    let segments: usize =
+        report.segment.iter().filter(|g| g.synopsis == synopsis).map(|g| g.epochs.len()).sum();
+    let flows: usize = report.flow.iter().filter(|f| f.synopsis == synopsis).map(|f| f.scored).sum();
+    let fridge = if synopsis == SynopsisKind::Fridge { report.fridge.len() } else { 0 };
+    segments + flows + fridge
+}
+
+/// A bound on a synopsis with nothing scored would hold vacuously (an error summary of no
+/// records is zero): such a synopsis fails with a `<name>.records` check instead.
+fn require_records(report: &mut Report, bounds: &Bounds) {
+    for name in bounds.keys() {
+        let Some(kind) = score::synopsis_named(name) else { continue };
+        if scored(report, kind) == 0 {
+            report.checks.push(score::Check {
+                name: format!("{name}.records (bounded, none scored)"),
+                value: 0.0,
+                bound: 1.0,
+                pass: false,
+            });
+            report.pass = false;
+        }
     }
 }
 
@@ -312,7 +341,9 @@ pub fn render_table(report: &Report, skipped: usize, no_bounds: bool) -> String 
         s.push_str("no bounds given: nothing to check\n");
     }
     for c in &report.checks {
-        let op = if c.name.ends_with("_min") || c.name.ends_with("min_records") { ">=" } else { "<=" };
+        let at_least =
+            c.name.ends_with("_min") || c.name.ends_with("min_records") || c.name.contains(".records");
+        let op = if at_least { ">=" } else { "<=" };
         let _ = writeln!(
             s,
             "check {:<34} {:>12} {op} {:<12} {}",

@@ -188,6 +188,10 @@ fn perturbed_records_fail_exactly_where_the_error_exceeds_the_bound() {
         "{stdout}"
     );
     assert_eq!(stdout.matches("FAIL").count(), 2, "one failing check and the verdict: {stdout}");
+    // A bound on a synopsis without records would hold vacuously: it fails instead.
+    let o = check(&["--truth", &s(&truth), "--records", &s(&jsonl), "--bound", "rda.mean_rel_err_max=0.5"]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("rda.records (bounded, none scored)"));
 }
 
 #[test]
