@@ -164,7 +164,8 @@ impl CombinedHistogram {
 
     /// Samples behind the whole histogram.
     pub fn total_samples(&self) -> u64 {
-        self.samples.iter().sum()
+        // Saturating: merged shards of decoded values are not re-checked.
+        self.samples.iter().fold(0u64, |a, &s| a.saturating_add(s))
     }
 }
 
@@ -177,7 +178,7 @@ pub fn combine(weights: &BinWeights, hists: &[&[BinStats]]) -> CombinedHistogram
             let wk = weights.get(k, b);
             out.mass[b] += wk * s.weight_sum;
             out.variance[b] += wk * wk * s.variance_estimate();
-            out.samples[b] += s.samples;
+            out.samples[b] = out.samples[b].saturating_add(s.samples);
         }
     }
     out

@@ -536,3 +536,71 @@ fn report_of_an_exact_histogram() {
     assert!(empty.kinds[0].all.p50_ns.is_err());
     assert!(serde_json::to_string(&empty).is_ok());
 }
+
+/// A valid header and a structurally valid body for `cfg`: per kind the 7 counters, the
+/// fridges' insertion counters and the given sparse bins (flat index, samples, Σc, Σc²), with
+/// the samples counter set to the bins' wrapping sum so the consistency check cannot be what
+/// refuses the input.
+fn encode_bins(cfg: &FridgeConfig, counters: [u64; 7], kinds: &[Vec<(u32, u64, f64, f64)>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = crate::synopsis::codec::Writer::new(&mut out);
+    crate::synopsis::codec::write_header(
+        &mut w,
+        crate::synopsis::SynopsisKind::Fridge,
+        FridgeSynopsis::FORMAT_VERSION,
+        cfg.fingerprint(),
+    );
+    w.u64(0);
+    for (kc, bins) in cfg.kinds.iter().zip(kinds) {
+        let mut c = counters;
+        c[3] = bins.iter().fold(0u64, |s, b| s.wrapping_add(b.1));
+        for v in c {
+            w.u64(v);
+        }
+        for _ in &kc.fridges {
+            w.u64(counters[0]);
+        }
+        w.u32(bins.len() as u32);
+        for &(i, n, sum, sq) in bins {
+            w.u32(i);
+            w.u64(n);
+            w.f64(sum);
+            w.f64(sq);
+        }
+    }
+    out
+}
+
+/// Every f64 a fridge report carries is finite (serde_json would print NaN and ±∞ as null).
+fn report_is_finite(r: &FridgeReport) -> bool {
+    let est = |m: &Measured<crate::synopsis::estimate::Estimate>| match m {
+        Ok(e) => e.value.is_finite() && e.interval.is_none_or(|i| i.low.is_finite() && i.high.is_finite()),
+        Err(_) => true,
+    };
+    let dist = |d: &report::DistributionReport| {
+        [&d.estimated_pairs, &d.p50_ns, &d.p90_ns, &d.p95_ns, &d.p99_ns].into_iter().all(est)
+            && d.above.iter().all(|a| est(&a.fraction_above))
+            && d.histogram.iter().all(|b| b.pairs.is_finite() && b.pairs_se.is_finite())
+    };
+    r.kinds.iter().all(|k| {
+        dist(&k.all)
+            && k.subsets.iter().all(|s| dist(&s.distribution))
+            && k.diagnostics.request_rate_per_s.is_none_or(f64::is_finite)
+            && k.diagnostics.fridges.iter().all(|f| f.lifetime_ns.is_none_or(f64::is_finite))
+    })
+}
+
+use crate::synopsis::estimate::Measured;
+
+#[test]
+fn bin_samples_whose_sum_wraps_are_refused() {
+    // Two bins of 2^63 samples: their sum wraps to 0, which the samples counter can match.
+    // Decoding must refuse them (the report's sums would overflow).
+    let cfg = FridgeConfig::single_kind(ExchangeKind::Dns, vec![spec(16, 1.0)]);
+    let bytes = encode_bins(&cfg, [1; 7], &[vec![(3, 1 << 63, 1e19, 1e19), (4, 1 << 63, 1e19, 1e19)]]);
+    assert!(matches!(
+        FridgeSynopsis::decode(&cfg, &bytes),
+        Err(DecodeError::Invalid { field: "fridge.counters.samples", .. })
+    ));
+}
+
