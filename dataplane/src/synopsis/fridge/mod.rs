@@ -161,7 +161,9 @@ impl FridgeSynopsis {
             return Err(DecodeError::Invalid {
                 field: "fridge.counters.samples",
                 reason: match total {
-                    Some(t) => format!("{} samples counted but the histograms hold {t}", epoch.counters.samples),
+                    Some(t) => {
+                        format!("{} samples counted but the histograms hold {t}", epoch.counters.samples)
+                    }
                     None => "the histograms' sample counts overflow 64 bits".into(),
                 },
             });

@@ -604,3 +604,64 @@ fn bin_samples_whose_sum_wraps_are_refused() {
     ));
 }
 
+#[test]
+fn bin_sums_no_fridge_can_reach_are_refused() {
+    // Σc near f64::MAX in two subsets: finite per bin, infinite once the report adds the
+    // subsets up. No fridge produces it (every c ≤ e^300), so decoding refuses it.
+    let cfg = test_config();
+    let big = f64::MAX / 1.5;
+    let kinds = [vec![(7, 1, big, big), (7 + 2 * 106, 1, big, big)], vec![]];
+    let bytes = encode_bins(&cfg, [1; 7], &kinds);
+    assert!(matches!(
+        FridgeSynopsis::decode(&cfg, &bytes),
+        Err(DecodeError::Invalid { field: "fridge.bin", .. })
+    ));
+    // The largest plausible values still decode, and their report stays finite.
+    let c_max = set::MAX_LN_WEIGHT.exp();
+    let n = u64::MAX / 4;
+    let sum = n as f64 * c_max;
+    let kinds =
+        [vec![(7, n, sum, sum * c_max), (7 + 2 * 106, n, sum, sum * c_max)], vec![(5, n, sum, sum * c_max)]];
+    let d = FridgeSynopsis::decode(&cfg, &encode_bins(&cfg, [u64::MAX; 7], &kinds)).unwrap();
+    assert!(report_is_finite(&estimate(&d)));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Any structurally valid body with extreme values (huge sample counts, sums near the top
+    /// of f64, any counters): decoding never panics, and whatever decodes gives a report with
+    /// finite numbers only, without panicking (debug builds check overflow).
+    #[test]
+    fn extreme_bins_never_panic_or_go_non_finite(
+        bins in proptest::collection::vec(
+            (0u32..640, proptest::prop_oneof![1u64..4, (1u64 << 62)..=u64::MAX, proptest::prelude::any::<u64>()],
+             0i32..=308, 0i32..=308, 0u8..3),
+            0..6),
+        dns_bins in proptest::collection::vec((0u32..320, 1u64..=u64::MAX, 0i32..=308), 0..3),
+        counters in proptest::prelude::any::<[u64; 7]>(),
+    ) {
+        let cfg = test_config();
+        let value = |n: u64, e: i32| (n as f64).max(10f64.powi(e));
+        let mut k0: Vec<(u32, u64, f64, f64)> = bins
+            .iter()
+            .map(|&(i, n, se, qe, mode)| {
+                let sum = value(n, se);
+                let sq = match mode { 0 => sum, 1 => sum.max(10f64.powi(qe)), _ => f64::MAX };
+                (i, n.max(1), sum, sq)
+            })
+            .collect();
+        k0.sort_by_key(|b| b.0);
+        k0.dedup_by_key(|b| b.0);
+        let mut k1: Vec<(u32, u64, f64, f64)> =
+            dns_bins.iter().map(|&(i, n, e)| (i, n, value(n, e), value(n, e))).collect();
+        k1.sort_by_key(|b| b.0);
+        k1.dedup_by_key(|b| b.0);
+        let bytes = encode_bins(&cfg, counters, &[k0, k1]);
+        if let Ok(d) = FridgeSynopsis::decode(&cfg, &bytes) {
+            let r = estimate(&d);
+            proptest::prop_assert!(report_is_finite(&r));
+            proptest::prop_assert!(serde_json::to_string(&r).is_ok());
+        }
+    }
+}
