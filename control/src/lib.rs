@@ -8,8 +8,14 @@
 //! - [`sink`]: what the control thread hands on per harvested epoch.
 //! - [`synopses`]: the `[synopses.*]` tables: which synopses run, with which configurations.
 
+pub mod auth;
 pub mod colate_archive;
 pub mod config;
+pub mod conn;
 pub mod epoch;
+pub mod peer;
+pub mod report;
+pub mod ship;
 pub mod sink;
 pub mod synopses;
+pub mod wire;
