@@ -16,6 +16,7 @@ pub mod epoch;
 pub mod peer;
 pub mod report;
 pub mod ship;
+pub mod sim_point;
 pub mod sink;
 pub mod synopses;
 pub mod wire;

@@ -539,7 +539,8 @@ fn session(s: &Arc<Shared>) -> Result<(), (bool, ConnError)> {
     let timeout = Duration::from_millis(s.cfg.io_timeout_ms.max(1));
     let addr = resolve(&s.cfg.peer).map_err(|e| (false, e.into()))?;
     let stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| (false, e.into()))?;
-    let watermark = lock(&s.queue).watermark();
+    // Not the full watermark: what is unacknowledged below it is only about to be resent.
+    let watermark = lock(&s.queue).safe_watermark();
     let hello = Hello { point: s.point, watermark, fingerprints: s.fingerprints.clone() };
     let (reader, writer) = conn::client_handshake(stream, &s.psk, &hello, s.cfg.max_body_bytes, timeout)
         .map_err(|e| (false, e))?;

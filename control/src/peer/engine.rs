@@ -99,6 +99,9 @@ pub(crate) struct Engine {
     held: HashSet<MessageKey>,
     archives: HashMap<(u32, u32), Archive>,
     epoch_len_ns: u64,
+    /// The highest epoch any synopsis arrived for (bounds the pruning floor: a finished
+    /// point's watermark is u64::MAX).
+    newest_epoch: u64,
 }
 
 /// Label of a kind.
@@ -127,6 +130,7 @@ impl Engine {
             held: HashSet::new(),
             archives: HashMap::new(),
             epoch_len_ns: 0,
+            newest_epoch: 0,
         }
     }
 
@@ -238,6 +242,7 @@ impl Engine {
     }
 
     fn on_epoch(&mut self, key: MessageKey, complete: bool, decoded: Result<Decoded, String>) {
+        self.newest_epoch = self.newest_epoch.max(key.epoch);
         self.metrics.inc(metrics::EPOCHS, &[("point", &key.point.to_string()), ("synopsis", k(key.kind))], 1);
         if key.kind != SynopsisKind::Fridge && self.cfg.segment(key.segment).is_none() {
             // Refused (and logged) by the connection: drop it for good.
@@ -330,7 +335,8 @@ impl Engine {
         else {
             return;
         };
-        let floor = min.into_iter().min().unwrap_or(0).saturating_sub(self.cfg.report.dedupe_epochs);
+        let passed = min.into_iter().min().unwrap_or(0).min(self.newest_epoch);
+        let floor = passed.saturating_sub(self.cfg.report.dedupe_epochs);
         if floor > 0 {
             self.sink.forget_before(floor);
         }
@@ -385,7 +391,11 @@ impl Engine {
                     SynopsisKind::Lds => self.lds(g, &seg, up, down, sides, emit, keys),
                     SynopsisKind::Rda => self.start_rda(g, seg, up, down, complete, absent, emit, keys),
                     SynopsisKind::Colate => {
-                        let out = self.colate(&g, &seg, &group, sides, emit);
+                        let (out, released) = self.colate(&g, &seg, &group, sides, emit);
+                        // The LDS synopses whose census this group used go with it, after the
+                        // commit: a crash before it leaves them to be resent with the census.
+                        let mut keys = keys;
+                        keys.extend(released);
                         self.finish(g, emit, out, &keys);
                     }
                     SynopsisKind::Fridge => self.ack_all(&keys),
@@ -556,6 +566,7 @@ impl Engine {
             epoch: g.first,
             sender: a,
             receiver: b,
+            absent: [up.is_none(), down.is_none()],
             guards: self.cfg.rda.guards,
             timeout: Duration::from_millis(self.cfg.collector.lookup_timeout_ms),
         };
@@ -613,6 +624,7 @@ impl Engine {
         }
     }
 
+    /// The COLATE group's records, and the LDS synopses its census released.
     fn colate(
         &mut self,
         g: &GroupKey,
@@ -620,8 +632,8 @@ impl Engine {
         group: &Group,
         sides: Sides<'_>,
         emit: bool,
-    ) -> Outcome {
-        let Some(cfg) = self.cfg.synopses.colate.clone() else { return Outcome::default() };
+    ) -> (Outcome, Vec<MessageKey>) {
+        let Some(cfg) = self.cfg.synopses.colate.clone() else { return (Outcome::default(), Vec::new()) };
         let windows = |p: u32| -> Vec<(u64, &Colate)> {
             group
                 .parts
@@ -654,6 +666,7 @@ impl Engine {
             (wirelat_dataplane::synopsis::lds::FlowEntry, u64),
         > = BTreeMap::new();
         let mut have_census = false;
+        let mut released = Vec::new();
         for w in g.first..=g.last {
             if let Some(c) = self.census.remove(&(seg.id, w)) {
                 have_census = true;
@@ -661,9 +674,9 @@ impl Engine {
                     let slot = flows.entry((e.flow_hash, e.key)).or_insert((e, 0));
                     slot.1 = slot.1.saturating_add(n);
                 }
-                for key in &c.held {
-                    self.held.remove(key);
-                    self.points.ack(key);
+                for key in c.held {
+                    self.held.remove(&key);
+                    released.push(key);
                 }
             }
         }
@@ -690,7 +703,7 @@ impl Engine {
                 self.archive(seg.id, p, g.first, g.last, w, &cfg);
             }
         }
-        out
+        (out, released)
     }
 
     /// Adds one point's windows `first..=last` to its archive (empty windows included, so its

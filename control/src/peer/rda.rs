@@ -55,6 +55,9 @@ pub struct RdaJob {
     pub sender: Rda,
     /// The downstream point's value.
     pub receiver: Rda,
+    /// Which sides sent no synopsis (upstream, downstream): they had no packets in the epoch,
+    /// so they hold no cache and are not asked (they may have gone away already).
+    pub absent: [bool; 2],
     /// Peeling guards.
     pub guards: PeelGuards,
     /// How long the look-ups may take in total.
@@ -189,8 +192,42 @@ fn bound_banks(
     }
 }
 
+/// Answers for the sides without a synopsis locally (no packets, so no cache).
+struct SkipAbsent<'a> {
+    inner: &'a dyn CacheService,
+    absent: Vec<u32>,
+}
+
+impl CacheService for SkipAbsent<'_> {
+    fn lookup(
+        &self,
+        at: CacheRef,
+        ids: &[u64],
+        deadline: Instant,
+    ) -> Result<(LookupStatus, Vec<Option<u64>>), String> {
+        if self.absent.contains(&at.point) {
+            return Ok((LookupStatus::NoCache, Vec::new()));
+        }
+        self.inner.lookup(at, ids, deadline)
+    }
+
+    fn bind(&self, at: CacheRef, m: u32, deadline: Instant) -> Result<(LookupStatus, Vec<u8>), String> {
+        if self.absent.contains(&at.point) {
+            return Ok((LookupStatus::NoCache, Vec::new()));
+        }
+        self.inner.bind(at, m, deadline)
+    }
+}
+
 /// Runs a job to the end (blocking on look-ups).
 pub fn run(job: &RdaJob, svc: &dyn CacheService) -> RdaResult {
+    let absent = [job.seg.upstream, job.seg.downstream]
+        .into_iter()
+        .zip(job.absent)
+        .filter_map(|(p, a)| a.then_some(p))
+        .collect();
+    let skip = SkipAbsent { inner: svc, absent };
+    let svc: &dyn CacheService = &skip;
     let cfg = job.sender.config().clone();
     let deadline = Instant::now() + job.timeout;
     let at = (
@@ -339,6 +376,7 @@ mod tests {
             epoch: 0,
             sender: Rda::decode(cfg, &a.encode()).unwrap(),
             receiver: Rda::decode(cfg, &b.encode()).unwrap(),
+            absent: [false, false],
             guards: PeelGuards::default(),
             timeout: Duration::from_secs(5),
         }
@@ -399,6 +437,7 @@ mod tests {
         };
         let mut j = job(&cfg, &a, &empty);
         j.receiver = empty;
+        j.absent = [false, true];
         let r = run(&j, &svc);
         assert_eq!(r.failure, None);
         // Every decoded id is a lost one (the receiver saw nothing); k = 2 may leave a few.

@@ -150,6 +150,13 @@ impl Queue {
         self.watermark
     }
 
+    /// What a new connection may claim before resending: every epoch below it was delivered
+    /// *and* acknowledged or given up (the watermark, lowered to the oldest unacknowledged
+    /// entry, which is about to be sent again).
+    pub fn safe_watermark(&self) -> u64 {
+        self.entries.values().map(|e| e.key.epoch).min().map_or(self.watermark, |e| e.min(self.watermark))
+    }
+
     fn memory_has_room(&self, bytes: u64) -> bool {
         self.memory_messages < self.limits.memory_messages
             && self.memory_bytes.saturating_add(bytes) <= self.limits.memory_bytes
@@ -431,9 +438,13 @@ mod tests {
         assert!(!q.has_work());
         assert!(q.ack(&key(1)));
         assert!(!q.ack(&key(1)));
+        assert_eq!(q.safe_watermark(), 0, "epoch 0 is still unacknowledged");
+        assert!(q.ack(&key(0)));
+        assert_eq!(q.safe_watermark(), 2);
+        q.offer(key(0), frame(0, 4));
         q.mark_all_unsent();
         let w = q.next_work(10);
-        assert_eq!(keys(&w), vec![0, 2]);
+        assert_eq!(keys(&w), vec![2, 0], "in enqueue order");
         assert_eq!(w.progress, Some(3), "the watermark is announced again on a new connection");
     }
 
