@@ -328,7 +328,8 @@ fn rec(record: &str, synopsis: &str, who: String, epoch: u64, flow: String) -> R
 fn expected(harvests: &[Vec<Harvest>; 2], syn: &SynopsesConfig) -> BTreeMap<RecKey, Vec<Option<f64>>> {
     let mut out = BTreeMap::new();
     // (segment, epoch, kind) -> [upstream body, downstream body]; caches likewise.
-    let mut bodies: BTreeMap<(u32, u64, u8), [Option<Vec<u8>>; 2]> = BTreeMap::new();
+    type Sides = [Option<Vec<u8>>; 2];
+    let mut bodies: BTreeMap<(u32, u64, u8), Sides> = BTreeMap::new();
     let mut caches: HashMap<(u32, u64, usize), TimestampCache> = HashMap::new();
     for (which, hs) in harvests.iter().enumerate() {
         let name = if which == 0 { "\"a\"" } else { "\"b\"" };

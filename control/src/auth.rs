@@ -85,7 +85,7 @@ impl PreSharedKey {
     /// Parses hex text (whitespace ignored).
     pub fn from_hex(text: &str) -> Result<Self, String> {
         let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-        if digits.len() % 2 != 0 {
+        if !digits.len().is_multiple_of(2) {
             return Err("odd number of hex digits".into());
         }
         let mut bytes = Vec::with_capacity(digits.len() / 2);

@@ -56,11 +56,11 @@ impl ConnError {
     }
 }
 
+/// A frame as read: its header, its bytes (header and body) and the tag that followed it.
+type RawFrame = (Header, Vec<u8>, [u8; TAG_LEN]);
+
 /// Reads one frame and its tag. `Ok(None)` on a clean end of stream before the frame.
-fn read_raw(
-    stream: &mut impl Read,
-    max_body: u32,
-) -> Result<Option<(Header, Vec<u8>, [u8; TAG_LEN])>, ConnError> {
+fn read_raw(stream: &mut impl Read, max_body: u32) -> Result<Option<RawFrame>, ConnError> {
     let mut frame = vec![0u8; HEADER_LEN];
     // The first byte tells a clean close from a truncated frame.
     let Some(first) = frame.first_mut() else { return Err(ConnError::Closed) };

@@ -512,7 +512,7 @@ fn shipper_main(s: &Arc<Shared>) {
                 }
                 if !s.stop.load(Ordering::SeqCst) {
                     // Log the first failure and then every 10th, so a long outage stays readable.
-                    if failures_in_a_row <= 1 || failures_in_a_row % 10 == 0 {
+                    if failures_in_a_row <= 1 || failures_in_a_row.is_multiple_of(10) {
                         tracing::warn!(peer = %s.cfg.peer, error = %e, retry_in_ms = backoff.as_millis() as u64, failures = failures_in_a_row, "connection to the peer failed");
                     }
                     pause(s, backoff);

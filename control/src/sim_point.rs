@@ -289,12 +289,13 @@ pub fn simulate(
             };
             if p.exchange.is_some() {
                 if let (Some(cfg), Some(c)) = (&syn.fridge, carry.as_mut()) {
-                    if !fridges.contains_key(&epoch) {
-                        fridges.insert(epoch, FridgeSynopsis::new(cfg).map_err(|e| e.to_string())?);
-                    }
-                    if let Some(f) = fridges.get_mut(&epoch) {
-                        f.update(c, &obs);
-                    }
+                    let f = match fridges.entry(epoch) {
+                        std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                        std::collections::btree_map::Entry::Vacant(v) => {
+                            v.insert(FridgeSynopsis::new(cfg).map_err(|e| e.to_string())?)
+                        }
+                    };
+                    f.update(c, &obs);
                 }
                 continue;
             }
