@@ -1,0 +1,181 @@
+//! Configuration of the packet layer: the identity seed, the payload prefix hashed into the
+//! packet identity, and which request/response classifiers run.
+//!
+//! Both measurement points of a segment must use the same [`PacketConfig::identity_seed`] and
+//! [`PacketConfig::payload_prefix_bytes`], or their identities never match. Validation happens
+//! once at start-up; [`super::inspect`] still clamps every value so an unvalidated config
+//! cannot make it misbehave.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Largest accepted payload prefix. With it the identity input stays at most 120 bytes, inside
+/// xxh3's fast path for inputs of up to 128 bytes (see [`super::identity`]).
+pub const MAX_PAYLOAD_PREFIX_BYTES: usize = 64;
+
+/// Default payload prefix: covers RTP's sequence number and timestamp, a QUIC short header with
+/// a 20-byte connection id and its packet number, and the first bytes of application data.
+pub const DEFAULT_PAYLOAD_PREFIX_BYTES: usize = 32;
+
+/// Default identity seed ("wirelat1" in ASCII). Any value works as long as both points agree.
+pub const DEFAULT_IDENTITY_SEED: u64 = 0x7769_7265_6c61_7431;
+
+/// Most DNS ports the classifier checks per packet.
+pub const MAX_DNS_PORTS: usize = 8;
+
+/// The packet layer's settings (TOML table `[packet]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PacketConfig {
+    /// Seed of the packet identity, the flow hash and the exchange ids (xxh3). Must be equal at
+    /// every point of a segment.
+    pub identity_seed: u64,
+    /// How many bytes of transport payload go into the packet identity: a multiple of 8 from 0
+    /// to [`MAX_PAYLOAD_PREFIX_BYTES`] (multiples of 8 keep every read of the hash aligned with
+    /// the stores that built its input; see [`super::identity`]). Shorter payloads are
+    /// zero-padded. Must be equal at every point of a segment.
+    pub payload_prefix_bytes: usize,
+    /// Which request/response classifiers run (for the fridge).
+    pub classify: ClassifierConfig,
+}
+
+impl Default for PacketConfig {
+    fn default() -> Self {
+        Self {
+            identity_seed: DEFAULT_IDENTITY_SEED,
+            payload_prefix_bytes: DEFAULT_PAYLOAD_PREFIX_BYTES,
+            classify: ClassifierConfig::default(),
+        }
+    }
+}
+
+/// Request/response classifiers (TOML table `[packet.classify]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClassifierConfig {
+    /// TCP SYN -> SYN/ACK.
+    pub tcp_handshake: bool,
+    /// DNS query -> reply over UDP and TCP.
+    pub dns: bool,
+    /// TCP data segment -> the ACK that acknowledges exactly its last byte. Off by default:
+    /// delayed and cumulative ACKs leave most segments unanswered (fridge.md §6.2: 13 %).
+    pub tcp_data: bool,
+    /// Server ports that mark DNS traffic (1 to [`MAX_DNS_PORTS`] non-zero ports).
+    pub dns_ports: Vec<u16>,
+}
+
+impl Default for ClassifierConfig {
+    fn default() -> Self {
+        Self { tcp_handshake: true, dns: true, tcp_data: false, dns_ports: vec![53] }
+    }
+}
+
+impl ClassifierConfig {
+    /// True when `port` is a configured DNS port.
+    #[inline(always)]
+    pub(crate) fn is_dns_port(&self, port: u16) -> bool {
+        self.dns_ports.iter().take(MAX_DNS_PORTS).any(|p| *p == port)
+    }
+}
+
+/// A packet-layer setting that is out of range.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("packet.{field}: {reason}")]
+pub struct PacketConfigError {
+    /// The offending field (dotted path inside `[packet]`).
+    pub field: &'static str,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl PacketConfig {
+    /// Checks ranges.
+    pub fn validate(&self) -> Result<(), PacketConfigError> {
+        if self.payload_prefix_bytes > MAX_PAYLOAD_PREFIX_BYTES
+            || !self.payload_prefix_bytes.is_multiple_of(8)
+        {
+            return Err(PacketConfigError {
+                field: "payload_prefix_bytes",
+                reason: format!(
+                    "{} is not a multiple of 8 between 0 and {MAX_PAYLOAD_PREFIX_BYTES}",
+                    self.payload_prefix_bytes
+                ),
+            });
+        }
+        let ports = &self.classify.dns_ports;
+        if self.classify.dns && ports.is_empty() {
+            return Err(PacketConfigError {
+                field: "classify.dns_ports",
+                reason: "the DNS classifier is on but no port is given".into(),
+            });
+        }
+        if ports.len() > MAX_DNS_PORTS {
+            return Err(PacketConfigError {
+                field: "classify.dns_ports",
+                reason: format!("{} ports given, at most {MAX_DNS_PORTS} allowed", ports.len()),
+            });
+        }
+        if ports.contains(&0) {
+            return Err(PacketConfigError {
+                field: "classify.dns_ports",
+                reason: "port 0 is not a port".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The payload prefix length actually used: the configured one, clamped to the maximum and
+    /// rounded down to a multiple of 8 (what validation demands anyway).
+    #[inline(always)]
+    pub(crate) fn prefix_len(&self) -> usize {
+        self.payload_prefix_bytes.min(MAX_PAYLOAD_PREFIX_BYTES) & !7
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_round_trip() {
+        let c = PacketConfig::default();
+        c.validate().unwrap();
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<PacketConfig>(&json).unwrap(), c);
+        // Missing fields take their defaults.
+        let partial: PacketConfig = serde_json::from_str(r#"{"classify":{"tcp_data":true}}"#).unwrap();
+        assert!(partial.classify.tcp_data && partial.classify.dns);
+        assert_eq!(partial.identity_seed, DEFAULT_IDENTITY_SEED);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        assert!(serde_json::from_str::<PacketConfig>(r#"{"identity_sed":1}"#).is_err());
+        assert!(serde_json::from_str::<PacketConfig>(r#"{"classify":{"dsn":true}}"#).is_err());
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused() {
+        let c = PacketConfig { payload_prefix_bytes: 65, ..Default::default() };
+        assert_eq!(c.validate().unwrap_err().field, "payload_prefix_bytes");
+        assert_eq!(c.prefix_len(), MAX_PAYLOAD_PREFIX_BYTES);
+        let c = PacketConfig { payload_prefix_bytes: 20, ..Default::default() };
+        assert!(c.validate().unwrap_err().reason.contains("multiple of 8"));
+        assert_eq!(c.prefix_len(), 16);
+        let mut c = PacketConfig::default();
+        c.classify.dns_ports.clear();
+        assert_eq!(c.validate().unwrap_err().field, "classify.dns_ports");
+        c.classify.dns = false;
+        c.validate().unwrap();
+        c.classify.dns_ports = vec![53; 9];
+        assert!(c.validate().is_err());
+        c.classify.dns_ports = vec![53, 0];
+        assert!(c.validate().unwrap_err().to_string().contains("port 0"));
+    }
+
+    #[test]
+    fn dns_ports_lookup() {
+        let c = ClassifierConfig { dns_ports: vec![53, 5353], ..Default::default() };
+        assert!(c.is_dns_port(5353) && c.is_dns_port(53) && !c.is_dns_port(80));
+    }
+}
