@@ -605,13 +605,7 @@ impl Message {
                 w.u8(*status as u8);
                 w.bytes(banks);
             }
-            Message::Reject { reason } => {
-                let mut end = reason.len().min(MAX_REASON_BYTES);
-                while !reason.is_char_boundary(end) {
-                    end -= 1;
-                }
-                w.bytes(reason.as_bytes().get(..end).unwrap_or_default());
-            }
+            Message::Reject { reason } => w.bytes(cut_reason(reason).as_bytes()),
         }
         h.body_len = u32::try_from(body.len()).unwrap_or(u32::MAX);
         let mut out = Vec::with_capacity(HEADER_LEN + body.len());
@@ -664,6 +658,15 @@ impl Message {
         r.finish().map_err(|e| WireError::body(t, e))?;
         Ok(m)
     }
+}
+
+/// At most [`MAX_REASON_BYTES`] of `reason`, cut at a character boundary.
+fn cut_reason(reason: &str) -> &str {
+    let mut end = reason.len().min(MAX_REASON_BYTES);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    reason.get(..end).unwrap_or_default()
 }
 
 fn set_key(h: &mut Header, key: &MessageKey) {
@@ -810,7 +813,8 @@ fn decode_body_inner(h: &Header, r: &mut Reader<'_>) -> Result<Message, DecodeEr
             if bytes.len() > MAX_REASON_BYTES {
                 return Err(invalid("reason", format!("{} bytes, at most {MAX_REASON_BYTES}", bytes.len())));
             }
-            Message::Reject { reason: String::from_utf8_lossy(&bytes).into_owned() }
+            // Invalid UTF-8 is replaced (which can lengthen it), then cut like on encoding.
+            Message::Reject { reason: cut_reason(&String::from_utf8_lossy(&bytes)).to_owned() }
         }
     })
 }
@@ -971,6 +975,16 @@ mod tests {
         let mut b = samples().remove(8).encode();
         b[HEADER_LEN + 13] = 7;
         assert_eq!(Message::decode(&reframed(b), cap).unwrap_err().reason(), "malformed_body");
+    }
+
+    #[test]
+    fn invalid_utf8_reasons_decode_to_a_stable_message() {
+        // Found by the fuzzer: 1024 invalid bytes become 3072 bytes of replacement characters;
+        // the decoded reason is cut like an encoded one, so it encodes back to itself.
+        let mut b = Message::Reject { reason: String::new() }.encode();
+        b.extend_from_slice(&[0xff; MAX_REASON_BYTES]);
+        let m = Message::decode(&reframed(b), DEFAULT_MAX_BODY_BYTES).unwrap();
+        assert_eq!(Message::decode(&m.encode(), DEFAULT_MAX_BODY_BYTES), Ok(m));
     }
 
     #[test]
