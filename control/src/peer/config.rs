@@ -400,6 +400,14 @@ seed = 7
     }
 
     #[test]
+    fn the_shipped_collector_config_is_valid() {
+        let text = include_str!("../../../configs/collector.toml");
+        let c = parse(text).unwrap();
+        assert_eq!(c.segment_infos().len(), 2);
+        assert_eq!(c.synopses.fingerprints().len(), 5);
+    }
+
+    #[test]
     fn mistakes_are_named() {
         let e = parse(&BASE.replace("upstream = 2", "upstream = 3")).unwrap_err();
         assert!(e.to_string().contains("segment[1]") && e.to_string().contains("point 3"), "{e}");
