@@ -37,8 +37,11 @@ fn collector(dir: &Path, synopses: &str) -> PeerConfig {
     PeerConfig::parse(&text, Path::new("collector.toml")).unwrap()
 }
 
-/// (synopsis, segment, epoch) → (mean, std-dev) of the segment records written so far.
-fn segment_records(path: &Path) -> BTreeMap<(String, u32, u64), (Option<f64>, Option<f64>)> {
+/// (synopsis, segment, epoch) → (mean, std-dev).
+type Estimates = BTreeMap<(String, u32, u64), (Option<f64>, Option<f64>)>;
+
+/// The segment records written so far.
+fn segment_records(path: &Path) -> Estimates {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -99,8 +102,10 @@ fn an_in_process_peer_pairs_local_and_remote_epochs() {
     assert_eq!(a.counters().queued, 0, "a's epochs were all acknowledged");
 
     // Expected: LDA and RDA per (segment, epoch), directly.
-    let mut want: BTreeMap<(String, u32, u64), (Option<f64>, Option<f64>)> = BTreeMap::new();
-    let mut bodies: BTreeMap<(u32, u64, u8), [Option<Vec<u8>>; 2]> = BTreeMap::new();
+    let mut want = Estimates::new();
+    // (segment, epoch, kind) -> [upstream body, downstream body].
+    type Sides = [Option<Vec<u8>>; 2];
+    let mut bodies: BTreeMap<(u32, u64, u8), Sides> = BTreeMap::new();
     let mut caches: BTreeMap<(u32, u64, usize), TimestampCache> = BTreeMap::new();
     for (which, hs) in [&ha, &hb].into_iter().enumerate() {
         for h in hs {
