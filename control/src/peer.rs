@@ -7,8 +7,8 @@
 //! [`start`] returns a [`PeerHandle`], and [`PeerHandle::local_sink`] gives an [`EpochSink`]
 //! that feeds the appliance's own epochs to the same engine without a socket.
 //!
-//! Threads: a listener, one per connection (handshake, checks, decoding; [`net`]), the engine
-//! (pairing, estimating, writing; [`engine`]), an RDA worker (reconciliations that wait for
+//! Threads: a listener, one per connection (handshake, checks, decoding; `net`), the engine
+//! (pairing, estimating, writing; `engine`), an RDA worker (reconciliations that wait for
 //! look-ups; [`rda`]) and the metrics responder. Nothing here sees a packet.
 
 pub mod config;
