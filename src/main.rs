@@ -4,6 +4,9 @@
 //! configuration (including `run` on a build without the `dpdk` feature). Errors are printed
 //! as one clear message; nothing here panics on user input.
 
+mod check;
+mod gen_trace;
+mod replay;
 #[cfg(feature = "dpdk")]
 mod run;
 mod sample_pcap;
@@ -62,6 +65,12 @@ enum Command {
         #[arg(long)]
         empty: bool,
     },
+    /// Generate a two-point trace pair (four pcaps) and its ground truth (truth.json).
+    GenTrace(Box<gen_trace::GenTraceArgs>),
+    /// Score a run's JSON-lines records against a truth.json; exit 1 if a bound fails.
+    Check(check::CheckArgs),
+    /// Send pcaps out of DPDK ports at their recorded timing (scaled), or as fast as possible.
+    Replay(replay::ReplayArgs),
 }
 
 /// Why the program failed, deciding the exit code.
@@ -112,6 +121,9 @@ fn execute(command: Command) -> Result<(), Failure> {
             wirelat_control::sim_point::run(&config, opts).map_err(|e| Failure::Runtime(anyhow::anyhow!(e)))
         }
         Command::SamplePcap { out, empty } => sample_pcap::write(&out, empty).map_err(Failure::Runtime),
+        Command::GenTrace(args) => gen_trace::run(&args),
+        Command::Check(args) => check::run(&args),
+        Command::Replay(args) => replay::run(&args),
     }
 }
 
