@@ -34,6 +34,28 @@ enum Command {
         #[arg(long, short, value_name = "FILE.toml")]
         config: PathBuf,
     },
+    /// Run the peer that pairs the points' epochs and estimates (see configs/collector.toml).
+    Collect {
+        /// The collector's configuration file.
+        #[arg(long, short, value_name = "FILE.toml")]
+        config: PathBuf,
+    },
+    /// Ship one simulated point's epochs to a peer (tests and demos of the shipping path).
+    #[command(hide = true)]
+    SimPoint {
+        /// The simulated point's configuration ([point], [segments], [ship], [sim], [synopses]).
+        #[arg(long, short, value_name = "FILE.toml")]
+        config: PathBuf,
+        /// Pause after each epoch, ms.
+        #[arg(long, default_value_t = 0)]
+        pace_ms: u64,
+        /// Skip the epochs before this one (a point restarted mid-run).
+        #[arg(long, default_value_t = 0)]
+        from_epoch: u64,
+        /// Exit abruptly after this epoch (a crash).
+        #[arg(long)]
+        crash_after: Option<u64>,
+    },
     /// Write the bundled sample pcap (varied frames, see data/sample.pcap) to a file.
     SamplePcap {
         /// Output file.
@@ -84,6 +106,19 @@ fn execute(command: Command) -> Result<(), Failure> {
         Command::Run { config } => {
             let loaded = Config::load(&config).map_err(|e| Failure::Usage(e.to_string()))?;
             run_appliance(&loaded)
+        }
+        Command::Collect { config } => {
+            let cfg = wirelat_control::peer::PeerConfig::load(&config)
+                .map_err(|e| Failure::Usage(e.to_string()))?;
+            wirelat_control::peer::run_until_signal(cfg).map_err(|e| Failure::Runtime(e.into()))
+        }
+        Command::SimPoint { config, pace_ms, from_epoch, crash_after } => {
+            let opts = wirelat_control::sim_point::RunOptions {
+                pace: std::time::Duration::from_millis(pace_ms),
+                from_epoch,
+                crash_after,
+            };
+            wirelat_control::sim_point::run(&config, opts).map_err(|e| Failure::Runtime(anyhow::anyhow!(e)))
         }
         Command::SamplePcap { out, empty } => sample_pcap::write(&out, empty).map_err(Failure::Runtime),
         Command::GenTrace(args) => gen_trace::run(&args),
