@@ -4,8 +4,11 @@
 //! configuration (including `run` on a build without the `dpdk` feature). Errors are printed
 //! as one clear message; nothing here panics on user input.
 
+mod check;
+mod gen_trace;
 mod measure;
 mod offline;
+mod replay;
 #[cfg(feature = "dpdk")]
 mod run;
 mod sample_pcap;
@@ -51,6 +54,28 @@ enum Command {
         #[arg(long, value_name = "N")]
         workers: Option<usize>,
     },
+    /// Run the peer that pairs the points' epochs and estimates (see configs/collector.toml).
+    Collect {
+        /// The collector's configuration file.
+        #[arg(long, short, value_name = "FILE.toml")]
+        config: PathBuf,
+    },
+    /// Ship one simulated point's epochs to a peer (tests and demos of the shipping path).
+    #[command(hide = true)]
+    SimPoint {
+        /// The simulated point's configuration ([point], [segments], [ship], [sim], [synopses]).
+        #[arg(long, short, value_name = "FILE.toml")]
+        config: PathBuf,
+        /// Pause after each epoch, ms.
+        #[arg(long, default_value_t = 0)]
+        pace_ms: u64,
+        /// Skip the epochs before this one (a point restarted mid-run).
+        #[arg(long, default_value_t = 0)]
+        from_epoch: u64,
+        /// Exit abruptly after this epoch (a crash).
+        #[arg(long)]
+        crash_after: Option<u64>,
+    },
     /// Write the bundled sample pcap (varied frames, see data/sample.pcap) to a file.
     SamplePcap {
         /// Output file.
@@ -60,6 +85,12 @@ enum Command {
         #[arg(long)]
         empty: bool,
     },
+    /// Generate a two-point trace pair (four pcaps) and its ground truth (truth.json).
+    GenTrace(Box<gen_trace::GenTraceArgs>),
+    /// Score a run's JSON-lines records against a truth.json; exit 1 if a bound fails.
+    Check(check::CheckArgs),
+    /// Send pcaps out of DPDK ports at their recorded timing (scaled), or as fast as possible.
+    Replay(replay::ReplayArgs),
 }
 
 /// Why the program failed, deciding the exit code.
@@ -103,7 +134,23 @@ fn execute(command: Command) -> Result<(), Failure> {
             offline::run(&loaded, &port0, port1.as_deref(), workers).map_err(Failure::Runtime)?;
             Ok(())
         }
+        Command::Collect { config } => {
+            let cfg = wirelat_control::peer::PeerConfig::load(&config)
+                .map_err(|e| Failure::Usage(e.to_string()))?;
+            wirelat_control::peer::run_until_signal(cfg).map_err(|e| Failure::Runtime(e.into()))
+        }
+        Command::SimPoint { config, pace_ms, from_epoch, crash_after } => {
+            let opts = wirelat_control::sim_point::RunOptions {
+                pace: std::time::Duration::from_millis(pace_ms),
+                from_epoch,
+                crash_after,
+            };
+            wirelat_control::sim_point::run(&config, opts).map_err(|e| Failure::Runtime(anyhow::anyhow!(e)))
+        }
         Command::SamplePcap { out, empty } => sample_pcap::write(&out, empty).map_err(Failure::Runtime),
+        Command::GenTrace(args) => gen_trace::run(&args),
+        Command::Check(args) => check::run(&args),
+        Command::Replay(args) => replay::run(&args),
     }
 }
 

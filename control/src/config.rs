@@ -929,7 +929,9 @@ device = "3b:00.1,rxq_cqe_comp_en=0"
         let mut n = 0;
         for entry in std::fs::read_dir(&dir).expect("configs/ exists") {
             let path = entry.expect("dir entry").path();
-            if path.extension().is_some_and(|e| e == "toml") {
+            // collector.toml is `wirelat collect`'s (checked in peer::config).
+            let collector = path.file_name().is_some_and(|n| n == "collector.toml");
+            if path.extension().is_some_and(|e| e == "toml") && !collector {
                 Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
                 n += 1;
             }

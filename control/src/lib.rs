@@ -10,12 +10,25 @@
 //!   COLATE windows accumulated and archived.
 //! - [`local_sink`]: JSON lines and encoded-body dumps.
 //! - [`synopses`]: the `[synopses.*]` tables: which synopses run, with which configurations.
+//! - [`wire`]: the peer protocol's frames; [`auth`]: the pre-shared key and per-frame MACs;
+//!   [`conn`]: the authenticated frame connection over TCP.
+//! - [`ship`]: [`ship::NetworkSink`], the sink that queues, spills and ships epochs to the peer.
+//! - [`peer`]: the peer that pairs the points' epochs and estimates (`wirelat collect`, or
+//!   in-process); [`report`]: its JSON-lines records and Prometheus metrics.
+//! - [`sim_point`]: simulated points for tests and demos of the shipping path.
 
+pub mod auth;
 pub mod colate_archive;
 pub mod config;
+pub mod conn;
 pub mod core_plan;
 pub mod epoch;
 pub mod local_sink;
+pub mod peer;
 pub mod publish;
+pub mod report;
+pub mod ship;
+pub mod sim_point;
 pub mod sink;
 pub mod synopses;
+pub mod wire;

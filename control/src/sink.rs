@@ -48,6 +48,11 @@ pub trait EpochSink: Send {
     /// timestamps of reconciled packets later. Sinks that serve no look-ups drop it.
     fn retain_rda_cache(&mut self, _segment: u32, _epoch: u64, _cache: &TimestampCache) {}
 
+    /// Every epoch below `passed_epoch` has been delivered, or had nothing to deliver: lets the
+    /// peer tell an epoch without packets at this point from one still on its way. Optional:
+    /// delivering epoch k implies it for k, and `close` implies it for every epoch.
+    fn progress(&mut self, _passed_epoch: u64) {}
+
     /// Called once every worker has finished and the last epoch was delivered: flush, and for a
     /// network sink, wait (bounded) until the peer has acknowledged what can be acknowledged.
     fn close(&mut self) {}

@@ -2,11 +2,15 @@
 //!
 //! Hot path: no allocation, no logging, no per-packet FFI call. Mbuf fields (data offset,
 //! lengths, flags, the timestamp dynamic field) are read directly from the `rte_mbuf`.
+//! [`MbufBurst::push_copy`] is the exception, for packet generators only: it takes mbufs from a
+//! pool (one call per segment) and copies a frame into them.
 
 use std::ffi::CStr;
 use std::marker::PhantomData;
 
 use dpdk_sys::rte_mbuf;
+
+use super::mempool::Mempool;
 
 /// Largest burst a [`MbufBurst`] holds (the rx/tx burst size is configured up to this).
 pub const MAX_BURST: usize = 64;
@@ -113,6 +117,89 @@ impl MbufBurst {
         n_rejected
     }
 
+    /// Copies `frame` into freshly allocated mbufs from `pool` and appends it to the burst, as
+    /// one mbuf or, when longer than one mbuf's room, a chain (the first segment keeps the
+    /// pool's headroom, the others use their whole buffer). For generators (`wirelat replay`),
+    /// not for the forwarder: it allocates mbufs and makes one FFI call per segment.
+    ///
+    /// On error nothing is appended and nothing is leaked.
+    pub fn push_copy(&mut self, pool: &Mempool<'_>, frame: &[u8]) -> Result<PushedFrame, PushError> {
+        if self.start == self.end {
+            // Everything was sent (or freed): reuse the array from its front.
+            self.start = 0;
+            self.end = 0;
+        }
+        if self.end >= MAX_BURST {
+            return Err(PushError::BurstFull);
+        }
+        let total = u32::try_from(frame.len()).map_err(|_| PushError::TooLong { bytes: frame.len() })?;
+        if total == 0 {
+            return Err(PushError::Empty);
+        }
+        // SAFETY: the pool is a live pktmbuf pool for the borrow's duration; the result is
+        // either null or an mbuf reset by DPDK (one segment, no data) owned by this function.
+        let head = unsafe { dpdk_sys::rte_pktmbuf_alloc(pool.as_ptr()) };
+        if head.is_null() {
+            return Err(PushError::PoolEmpty);
+        }
+        let mut segment = head;
+        let mut segments: u16 = 1;
+        let mut rest = frame;
+        loop {
+            // SAFETY: `segment` is a valid mbuf allocated above and owned only by this
+            // function (not yet visible to DPDK or anyone else), so a unique reference is sound.
+            let m = unsafe { &mut *segment };
+            let room = usize::from(m.buf_len.saturating_sub(m.data_off));
+            let n = room.min(rest.len());
+            let (now, later) = rest.split_at(n);
+            if n > 0 {
+                // SAFETY: a pool mbuf's buffer spans buf_len bytes from buf_addr and
+                // data_off + n <= buf_len; the frame slice and the mbuf buffer cannot overlap
+                // (the frame is Rust memory, the buffer lives in the DPDK pool).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        now.as_ptr(),
+                        m.buf_addr.cast::<u8>().add(usize::from(m.data_off)),
+                        n,
+                    );
+                }
+            }
+            // n <= room <= u16::MAX.
+            m.data_len = n as u16;
+            rest = later;
+            if rest.is_empty() {
+                break;
+            }
+            if n == 0 || segments == u16::MAX {
+                // A buffer without room, or a chain DPDK cannot describe.
+                // SAFETY: `head` is the owned chain built so far; freeing it walks `next`.
+                unsafe { dpdk_sys::rte_pktmbuf_free(head) };
+                return Err(PushError::TooLong { bytes: frame.len() });
+            }
+            // SAFETY: as for the head.
+            let next = unsafe { dpdk_sys::rte_pktmbuf_alloc(pool.as_ptr()) };
+            if next.is_null() {
+                // SAFETY: `head` is the owned chain built so far; freeing it walks `next`.
+                unsafe { dpdk_sys::rte_pktmbuf_free(head) };
+                return Err(PushError::PoolEmpty);
+            }
+            // SAFETY: `next` is a fresh mbuf owned here; chained segments need no headroom.
+            unsafe { (*next).data_off = 0 };
+            m.next = next;
+            segment = next;
+            segments += 1;
+        }
+        // SAFETY: `head` is owned here; the chain is complete (the last segment's `next` is the
+        // null DPDK's reset left there).
+        unsafe {
+            (*head).nb_segs = segments;
+            (*head).pkt_len = total;
+        }
+        self.mbufs[self.end] = head;
+        self.end += 1;
+        Ok(PushedFrame { segments })
+    }
+
     /// Storage for an rx burst of up to `max` mbufs. Any mbuf still owned is freed first, so
     /// a caller that forgot to drain cannot leak; the worker always drains before.
     #[inline]
@@ -146,6 +233,33 @@ impl Drop for MbufBurst {
     fn drop(&mut self) {
         self.free_all();
     }
+}
+
+/// What [`MbufBurst::push_copy`] built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PushedFrame {
+    /// Mbufs in the chain (1 when the frame fits one mbuf).
+    pub segments: u16,
+}
+
+/// Why [`MbufBurst::push_copy`] appended nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PushError {
+    /// The burst already holds [`MAX_BURST`] mbufs.
+    #[error("the burst is full")]
+    BurstFull,
+    /// The pool has no free mbuf now (the device still holds them; retry later).
+    #[error("the mbuf pool is empty")]
+    PoolEmpty,
+    /// A frame of zero bytes cannot be sent.
+    #[error("the frame is empty")]
+    Empty,
+    /// The frame does not fit an mbuf chain.
+    #[error("a frame of {bytes} bytes does not fit an mbuf chain")]
+    TooLong {
+        /// Its length.
+        bytes: usize,
+    },
 }
 
 /// Where the rx timestamp lives in an mbuf: the dynamic field and flag registered by a driver

@@ -7,7 +7,9 @@
 //! so ports are stopped and closed before their pool is freed, and the EAL is cleaned up last.
 //!
 //! Nothing here may log, allocate or lock in the per-burst calls ([`RxQueue::recv`],
-//! [`TxQueue::send`], [`MbufBurst`] methods): those are the hot path. The wrappers are real
+//! [`TxQueue::send`], [`MbufBurst`] methods): those are the hot path. The one exception is
+//! [`MbufBurst::push_copy`], which takes mbufs from a pool and copies a frame into them for
+//! packet generators (`wirelat replay`); the forwarder never calls it. The wrappers are real
 //! function calls into C (no cross-language inlining), so they are called per burst, and
 //! per-packet fields are read directly from the `rte_mbuf` in Rust.
 
@@ -17,10 +19,12 @@ mod error;
 mod mbuf;
 mod mempool;
 mod port;
+mod tsc;
 
 pub use cpu::{prefetch, rdtsc};
 pub use eal::{Eal, LcoreJob, LcoreOutcome};
 pub use error::{DpdkError, RteErrno};
-pub use mbuf::{MAX_BURST, MbufBurst, MbufView, RxTimestampField};
+pub use mbuf::{MAX_BURST, MbufBurst, MbufView, PushError, PushedFrame, RxTimestampField};
 pub use mempool::{Mempool, MempoolSettings};
-pub use port::{Port, PortInfo, PortSettings, PortStats, RxQueue, TxQueue};
+pub use port::{LinkStatus, Port, PortInfo, PortSettings, PortStats, RxQueue, TxQueue};
+pub use tsc::{spin_pause, tsc_now};

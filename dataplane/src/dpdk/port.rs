@@ -120,6 +120,15 @@ pub struct PortStats {
     pub rx_nombuf: u64,
 }
 
+/// A port's link state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkStatus {
+    /// The link is up.
+    pub up: bool,
+    /// Its speed in Mbit/s (0 when unknown; virtual devices report a nominal value).
+    pub speed_mbps: u32,
+}
+
 /// A configured and started port; stopped and closed on drop.
 pub struct Port<'pool> {
     info: PortInfo,
@@ -327,6 +336,15 @@ impl<'pool> Port<'pool> {
         let ret = unsafe { dpdk_sys::rte_eth_read_clock(self.info.id, &mut clock) };
         self.check(ret, "rte_eth_read_clock")?;
         Ok(clock)
+    }
+
+    /// The link as the driver sees it now (does not wait for auto-negotiation).
+    pub fn link(&self) -> Result<LinkStatus, DpdkError> {
+        let mut link = dpdk_sys::rte_eth_link::default();
+        // SAFETY: `link` is a valid out-parameter for a port id that exists.
+        let ret = unsafe { dpdk_sys::rte_eth_link_get_nowait(self.info.id, &mut link) };
+        self.check(ret, "rte_eth_link_get_nowait")?;
+        Ok(LinkStatus { up: link.link_status() != 0, speed_mbps: link.link_speed })
     }
 
     fn device_info(&self) -> Result<dpdk_sys::rte_eth_dev_info, DpdkError> {

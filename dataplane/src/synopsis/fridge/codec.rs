@@ -1,8 +1,9 @@
 //! Sparse encoding of the fridge's histograms: only bins holding samples are written, as
 //! (flat index u32, samples u64, Σc f64, Σc² f64) after a u32 count. The decoder checks the
 //! count against the configured histogram size before reading entries, and every value against
-//! what a fridge can produce (c ≥ 1, so Σc ≥ samples and Σc² ≥ Σc). Never panics and never
-//! allocates on any input.
+//! what a fridge can produce (1 ≤ c ≤ e^300, so samples ≤ Σc ≤ samples·e^300 and
+//! Σc ≤ Σc² ≤ Σc·e^300). The upper bounds keep every sum the report forms finite. Never
+//! panics and never allocates on any input.
 
 use super::accum::BinStats;
 use crate::synopsis::codec::{DecodeError, Reader, Writer};
@@ -11,6 +12,12 @@ use crate::synopsis::codec::{DecodeError, Reader, Writer};
 const ENTRY_BYTES: usize = 4 + 8 + 8 + 8;
 /// Relative slack for the float invariants (sums of many rounded terms).
 const SLACK: f64 = 1e-9;
+/// Above any weight a bin can hold: e^(MAX_LN_WEIGHT + 1), a factor e of margin over the
+/// largest c the accumulators accept. With it Σ over all bins of Σc stays below
+/// 2^64·e^301 ≈ 10^150 and of Σc² below ≈ 10^281, so no report sum overflows to ∞.
+fn weight_bound() -> f64 {
+    (super::set::MAX_LN_WEIGHT + 1.0).exp()
+}
 
 /// Writes the non-empty bins of `hist`.
 pub(super) fn encode_hist(hist: &[BinStats], w: &mut Writer<'_>) {
@@ -49,11 +56,14 @@ pub(super) fn decode_hist(hist: &mut [BinStats], r: &mut Reader<'_>) -> Result<(
             ));
         }
         next = i + 1;
+        let c_max = weight_bound();
         let plausible = samples > 0
             && sum.is_finite()
             && sq.is_finite()
             && sum >= samples as f64 * (1.0 - SLACK)
-            && sq >= sum * (1.0 - SLACK);
+            && sq >= sum * (1.0 - SLACK)
+            && sum <= samples as f64 * c_max
+            && sq <= sum * c_max;
         if !plausible {
             return Err(invalid(
                 "fridge.bin",

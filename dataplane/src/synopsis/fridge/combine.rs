@@ -47,9 +47,10 @@ impl FridgeModel {
         Self { entry_probability: p, decay_per_ns: if decay_per_ns.is_finite() { decay_per_ns } else { 0.0 } }
     }
 
-    /// The fridge's expected lifetime in ns (1/μ), if a rate was measured.
+    /// The fridge's expected lifetime in ns (1/μ), if a rate was measured and 1/μ is finite (a
+    /// subnormal μ, from a tiny p under W2, has no finite inverse).
     pub fn lifetime_ns(&self) -> Option<f64> {
-        (self.decay_per_ns > 0.0).then(|| 1.0 / self.decay_per_ns)
+        (self.decay_per_ns > 0.0).then(|| 1.0 / self.decay_per_ns).filter(|l| l.is_finite())
     }
 }
 
@@ -164,7 +165,8 @@ impl CombinedHistogram {
 
     /// Samples behind the whole histogram.
     pub fn total_samples(&self) -> u64 {
-        self.samples.iter().sum()
+        // Saturating: merged shards of decoded values are not re-checked.
+        self.samples.iter().fold(0u64, |a, &s| a.saturating_add(s))
     }
 }
 
@@ -177,7 +179,7 @@ pub fn combine(weights: &BinWeights, hists: &[&[BinStats]]) -> CombinedHistogram
             let wk = weights.get(k, b);
             out.mass[b] += wk * s.weight_sum;
             out.variance[b] += wk * wk * s.variance_estimate();
-            out.samples[b] += s.samples;
+            out.samples[b] = out.samples[b].saturating_add(s.samples);
         }
     }
     out
@@ -266,5 +268,12 @@ mod tests {
         assert!((m.lifetime_ns().unwrap() / 4.096e6 - 1.0).abs() < 1e-3);
         let idle = KindCounters::default();
         assert_eq!(FridgeModel::from_counters(&spec, WeightMode::Offered, &idle, &fr).decay_per_ns, 0.0);
+        // A valid but tiny p under W2 gives a subnormal rate: 1/μ overflows, and the report
+        // must not carry the infinity (serialised as null).
+        let tiny = FridgeSpec { slots: 1 << 26, entry_probability: 1e-300 };
+        let fast = KindCounters { requests: 1, request_gap_ns: 4, ..Default::default() };
+        let m = FridgeModel::from_counters(&tiny, WeightMode::Offered, &fast, &fr);
+        assert!(m.decay_per_ns > 0.0);
+        assert_eq!(m.lifetime_ns(), None);
     }
 }

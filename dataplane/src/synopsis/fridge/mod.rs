@@ -154,11 +154,18 @@ impl FridgeSynopsis {
             f.insertions = r.u64()?;
         }
         codec::decode_hist(epoch.hist_flat_mut(), r)?;
-        let total: u64 = epoch.hist_flat().iter().fold(0u64, |s, b| s.wrapping_add(b.samples));
-        if total != epoch.counters.samples {
+        // Checked, not wrapping: bins whose samples overflow u64 cannot come from one epoch, and
+        // the report's sums over them would overflow.
+        let total = epoch.hist_flat().iter().try_fold(0u64, |s, b| s.checked_add(b.samples));
+        if total != Some(epoch.counters.samples) {
             return Err(DecodeError::Invalid {
                 field: "fridge.counters.samples",
-                reason: format!("{} samples counted but the histograms hold {total}", epoch.counters.samples),
+                reason: match total {
+                    Some(t) => {
+                        format!("{} samples counted but the histograms hold {t}", epoch.counters.samples)
+                    }
+                    None => "the histograms' sample counts overflow 64 bits".into(),
+                },
             });
         }
         Ok(())

@@ -195,7 +195,7 @@ fn estimate_kind(syn: &FridgeSynopsis, kc: &KindConfig, epoch: &KindEpoch) -> Ki
             slots: spec.slots,
             entry_probability: spec.entry_probability,
             insertions: epoch.fridges.get(k).map_or(0, |f| f.insertions),
-            samples: all.get(k).map_or(0, |h| h.iter().map(|b| b.samples).sum()),
+            samples: all.get(k).map_or(0, |h| h.iter().fold(0u64, |a, b| a.saturating_add(b.samples))),
             lifetime_ns: models.get(k).and_then(|m| m.lifetime_ns()),
         })
         .collect();

@@ -536,3 +536,132 @@ fn report_of_an_exact_histogram() {
     assert!(empty.kinds[0].all.p50_ns.is_err());
     assert!(serde_json::to_string(&empty).is_ok());
 }
+
+/// A valid header and a structurally valid body for `cfg`: per kind the 7 counters, the
+/// fridges' insertion counters and the given sparse bins (flat index, samples, Σc, Σc²), with
+/// the samples counter set to the bins' wrapping sum so the consistency check cannot be what
+/// refuses the input.
+fn encode_bins(cfg: &FridgeConfig, counters: [u64; 7], kinds: &[Vec<(u32, u64, f64, f64)>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = crate::synopsis::codec::Writer::new(&mut out);
+    crate::synopsis::codec::write_header(
+        &mut w,
+        crate::synopsis::SynopsisKind::Fridge,
+        FridgeSynopsis::FORMAT_VERSION,
+        cfg.fingerprint(),
+    );
+    w.u64(0);
+    for (kc, bins) in cfg.kinds.iter().zip(kinds) {
+        let mut c = counters;
+        c[3] = bins.iter().fold(0u64, |s, b| s.wrapping_add(b.1));
+        for v in c {
+            w.u64(v);
+        }
+        for _ in &kc.fridges {
+            w.u64(counters[0]);
+        }
+        w.u32(bins.len() as u32);
+        for &(i, n, sum, sq) in bins {
+            w.u32(i);
+            w.u64(n);
+            w.f64(sum);
+            w.f64(sq);
+        }
+    }
+    out
+}
+
+/// Every f64 a fridge report carries is finite (serde_json would print NaN and ±∞ as null).
+fn report_is_finite(r: &FridgeReport) -> bool {
+    let est = |m: &Measured<crate::synopsis::estimate::Estimate>| match m {
+        Ok(e) => e.value.is_finite() && e.interval.is_none_or(|i| i.low.is_finite() && i.high.is_finite()),
+        Err(_) => true,
+    };
+    let dist = |d: &report::DistributionReport| {
+        [&d.estimated_pairs, &d.p50_ns, &d.p90_ns, &d.p95_ns, &d.p99_ns].into_iter().all(est)
+            && d.above.iter().all(|a| est(&a.fraction_above))
+            && d.histogram.iter().all(|b| b.pairs.is_finite() && b.pairs_se.is_finite())
+    };
+    r.kinds.iter().all(|k| {
+        dist(&k.all)
+            && k.subsets.iter().all(|s| dist(&s.distribution))
+            && k.diagnostics.request_rate_per_s.is_none_or(f64::is_finite)
+            && k.diagnostics.fridges.iter().all(|f| f.lifetime_ns.is_none_or(f64::is_finite))
+    })
+}
+
+use crate::synopsis::estimate::Measured;
+
+#[test]
+fn bin_samples_whose_sum_wraps_are_refused() {
+    // Two bins of 2^63 samples: their sum wraps to 0, which the samples counter can match.
+    // Decoding must refuse them (the report's sums would overflow).
+    let cfg = FridgeConfig::single_kind(ExchangeKind::Dns, vec![spec(16, 1.0)]);
+    let bytes = encode_bins(&cfg, [1; 7], &[vec![(3, 1 << 63, 1e19, 1e19), (4, 1 << 63, 1e19, 1e19)]]);
+    assert!(matches!(
+        FridgeSynopsis::decode(&cfg, &bytes),
+        Err(DecodeError::Invalid { field: "fridge.counters.samples", .. })
+    ));
+}
+
+#[test]
+fn bin_sums_no_fridge_can_reach_are_refused() {
+    // Σc near f64::MAX in two subsets: finite per bin, infinite once the report adds the
+    // subsets up. No fridge produces it (every c ≤ e^300), so decoding refuses it.
+    let cfg = test_config();
+    let big = f64::MAX / 1.5;
+    let kinds = [vec![(7, 1, big, big), (7 + 2 * 106, 1, big, big)], vec![]];
+    let bytes = encode_bins(&cfg, [1; 7], &kinds);
+    assert!(matches!(
+        FridgeSynopsis::decode(&cfg, &bytes),
+        Err(DecodeError::Invalid { field: "fridge.bin", .. })
+    ));
+    // The largest plausible values still decode, and their report stays finite.
+    let c_max = set::MAX_LN_WEIGHT.exp();
+    let n = u64::MAX / 4;
+    let sum = n as f64 * c_max;
+    let kinds =
+        [vec![(7, n, sum, sum * c_max), (7 + 2 * 106, n, sum, sum * c_max)], vec![(5, n, sum, sum * c_max)]];
+    let d = FridgeSynopsis::decode(&cfg, &encode_bins(&cfg, [u64::MAX; 7], &kinds)).unwrap();
+    assert!(report_is_finite(&estimate(&d)));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Any structurally valid body with extreme values (huge sample counts, sums near the top
+    /// of f64, any counters): decoding never panics, and whatever decodes gives a report with
+    /// finite numbers only, without panicking (debug builds check overflow).
+    #[test]
+    fn extreme_bins_never_panic_or_go_non_finite(
+        bins in proptest::collection::vec(
+            (0u32..640, proptest::prop_oneof![1u64..4, (1u64 << 62)..=u64::MAX, proptest::prelude::any::<u64>()],
+             0i32..=308, 0i32..=308, 0u8..3),
+            0..6),
+        dns_bins in proptest::collection::vec((0u32..320, 1u64..=u64::MAX, 0i32..=308), 0..3),
+        counters in proptest::prelude::any::<[u64; 7]>(),
+    ) {
+        let cfg = test_config();
+        let value = |n: u64, e: i32| (n as f64).max(10f64.powi(e));
+        let mut k0: Vec<(u32, u64, f64, f64)> = bins
+            .iter()
+            .map(|&(i, n, se, qe, mode)| {
+                let sum = value(n, se);
+                let sq = match mode { 0 => sum, 1 => sum.max(10f64.powi(qe)), _ => f64::MAX };
+                (i, n.max(1), sum, sq)
+            })
+            .collect();
+        k0.sort_by_key(|b| b.0);
+        k0.dedup_by_key(|b| b.0);
+        let mut k1: Vec<(u32, u64, f64, f64)> =
+            dns_bins.iter().map(|&(i, n, e)| (i, n, value(n, e), value(n, e))).collect();
+        k1.sort_by_key(|b| b.0);
+        k1.dedup_by_key(|b| b.0);
+        let bytes = encode_bins(&cfg, counters, &[k0, k1]);
+        if let Ok(d) = FridgeSynopsis::decode(&cfg, &bytes) {
+            let r = estimate(&d);
+            proptest::prop_assert!(report_is_finite(&r));
+            proptest::prop_assert!(serde_json::to_string(&r).is_ok());
+        }
+    }
+}

@@ -328,7 +328,8 @@ pub fn estimate_with_confidence(
             detail: format!(
                 "the receiver saw {} more packets than the sender (interval boundary slip or traffic \
                  entering between the points)",
-                -r.lost_packets
+                // unsigned_abs: the wire totals can differ by exactly 2^63 (i64::MIN).
+                r.lost_packets.unsigned_abs()
             ),
         })
     } else {

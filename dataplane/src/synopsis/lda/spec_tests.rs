@@ -353,4 +353,17 @@ mod arbitrary_input {
             prop_assert!(r.usable_cells <= 8 && r.usable_buckets <= 4);
         }
     }
+
+    /// Totals whose difference is exactly 2^63 wrap to i64::MIN: the loss report must still
+    /// be a clean refusal (negating i64::MIN overflowed).
+    #[test]
+    fn totals_differing_by_two_to_the_63_do_not_overflow() {
+        let cfg = LdaConfig::single_bank(4, 0.5, 1);
+        let (mut x, mut y) = (lda(&cfg), lda(&cfg));
+        x.set_total_packets(1);
+        y.set_total_packets((1u64 << 63) + 1);
+        let r = estimate(&x, &y).unwrap();
+        assert_eq!(r.lost_packets, i64::MIN);
+        assert!(matches!(r.loss_rate, Err(NoEstimate::Other { .. })), "{:?}", r.loss_rate);
+    }
 }

@@ -1,0 +1,355 @@
+//! The peer that estimates: accepts the points' authenticated connections, pairs the upstream
+//! and downstream epochs of each segment, runs the estimators of LDA, LDS, RDA (timestamp
+//! look-ups answered by the points over the same connections) and COLATE, collects each
+//! point's fridge distributions, and writes JSON-lines records and Prometheus metrics.
+//!
+//! It runs as `wirelat collect` ([`run_until_signal`]) or inside the downstream appliance:
+//! [`start`] returns a [`PeerHandle`], and [`PeerHandle::local_sink`] gives an [`EpochSink`]
+//! that feeds the appliance's own epochs to the same engine without a socket.
+//!
+//! Threads: a listener, one per connection (handshake, checks, decoding; `net`), the engine
+//! (pairing, estimating, writing; `engine`), an RDA worker (reconciliations that wait for
+//! look-ups; [`rda`]) and the metrics responder. Nothing here sees a packet.
+
+pub mod config;
+pub(crate) mod engine;
+pub mod estimate;
+pub(crate) mod net;
+pub mod rda;
+
+use crate::auth::{KeyError, PreSharedKey};
+use crate::report::metrics::{self, Metrics};
+use crate::report::records::RecordSink;
+use crate::ship::queue::{Queue, QueueLimits};
+use crate::ship::retain::RetainedCaches;
+use crate::sink::{EpochMessage, EpochSink};
+use crate::wire::{DEFAULT_MAX_BODY_BYTES, EpochFrame, Message, MessageKey};
+pub use config::{PeerConfig, PeerConfigError, SegmentInfo};
+use crossbeam::channel::{Sender, bounded, unbounded};
+use engine::{Engine, Event};
+use net::{LocalPoint, NetCtx, Points, lock};
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use thiserror::Error;
+use wirelat_dataplane::synopsis::rda::TimestampCache;
+
+/// Why the peer could not start.
+#[derive(Debug, Error)]
+pub enum PeerError {
+    /// The configuration.
+    #[error(transparent)]
+    Config(#[from] PeerConfigError),
+    /// The key file.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// A socket could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The records file or its commit log.
+    #[error("cannot open the records {path}: {source}")]
+    Records {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A thread could not be started.
+    #[error("cannot start a peer thread: {0}")]
+    Thread(std::io::Error),
+    /// A local sink for a point that is not configured, or given twice.
+    #[error("point {0}: {1}")]
+    LocalPoint(u32, String),
+}
+
+/// A running peer.
+pub struct PeerHandle {
+    addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
+    ctx: Arc<NetCtx>,
+    events: Sender<Event>,
+    metrics: Arc<Metrics>,
+    stop: Arc<AtomicBool>,
+    engine: Option<JoinHandle<()>>,
+    listener: Option<JoinHandle<()>>,
+    metrics_server: Option<JoinHandle<()>>,
+}
+
+/// Starts a peer: binds its sockets, opens its records (recovering what a previous run
+/// emitted), and starts its threads.
+pub fn start(cfg: PeerConfig) -> Result<PeerHandle, PeerError> {
+    let psk = PreSharedKey::load(&cfg.collector.key_file)?;
+    let listener = TcpListener::bind(&cfg.collector.listen)
+        .map_err(|source| PeerError::Listen { addr: cfg.collector.listen.clone(), source })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| PeerError::Listen { addr: cfg.collector.listen.clone(), source })?;
+    let metrics_listener = match &cfg.collector.metrics_listen {
+        Some(a) => {
+            Some(TcpListener::bind(a).map_err(|source| PeerError::Listen { addr: a.clone(), source })?)
+        }
+        None => None,
+    };
+    let sink = RecordSink::open(&cfg.collector.records, cfg.commit_log_path().as_deref())
+        .map_err(|source| PeerError::Records { path: cfg.collector.records.clone(), source })?;
+    let cfg = Arc::new(cfg);
+    let metrics = Arc::new(Metrics::default());
+    let points = Arc::new(Points::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let (events, events_rx) = bounded::<Event>(4096);
+    let (jobs, jobs_rx) = unbounded();
+    let ctx = Arc::new(NetCtx::new(
+        cfg.clone(),
+        psk,
+        points.clone(),
+        metrics.clone(),
+        events.clone(),
+        stop.clone(),
+    ));
+    let engine = Engine::new(cfg.clone(), points.clone(), metrics.clone(), sink, jobs);
+    let engine = std::thread::Builder::new()
+        .name("wirelat-peer".into())
+        .spawn(move || engine.run(&events_rx))
+        .map_err(PeerError::Thread)?;
+    {
+        let (svc, ev) = (points.clone(), events.clone());
+        std::thread::Builder::new()
+            .name("wirelat-peer-rda".into())
+            .spawn(move || engine::rda_worker(jobs_rx, svc, ev))
+            .map_err(PeerError::Thread)?;
+    }
+    let listener = net::listen(listener, ctx.clone()).map_err(PeerError::Thread)?;
+    let (metrics_addr, metrics_server) = match metrics_listener {
+        Some(l) => {
+            let a = l.local_addr().ok();
+            (a, Some(metrics::serve(l, metrics.clone(), stop.clone()).map_err(PeerError::Thread)?))
+        }
+        None => (None, None),
+    };
+    tracing::info!(%addr, metrics = ?metrics_addr, records = %cfg.collector.records, "peer started");
+    Ok(PeerHandle {
+        addr,
+        metrics_addr,
+        ctx,
+        events,
+        metrics,
+        stop,
+        engine: Some(engine),
+        listener: Some(listener),
+        metrics_server,
+    })
+}
+
+impl PeerHandle {
+    /// Where points connect.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Where the metrics are served, if they are.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// The counters and latest estimates.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// An [`EpochSink`] that feeds the epochs of `point` (running in this process) straight to
+    /// the engine, keeps its RDA caches for the look-ups (`retention`), and, with `spill_dir`,
+    /// keeps each synopsis on disk until the engine has consumed it (a restart resends it).
+    pub fn local_sink(
+        &self,
+        point: u32,
+        retention: Duration,
+        spill_dir: Option<PathBuf>,
+    ) -> Result<LocalPeerSink, PeerError> {
+        if self.ctx.cfg.point(point).is_none() {
+            return Err(PeerError::LocalPoint(point, "not a [[point]] of the collector".into()));
+        }
+        let queue = match &spill_dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| PeerError::LocalPoint(point, format!("spill_dir: {e}")))?;
+                Some(Arc::new(Mutex::new(Queue::new(QueueLimits {
+                    memory_messages: 0,
+                    memory_bytes: 0,
+                    spill_dir: Some(dir.clone()),
+                    spill_bytes: u64::MAX,
+                    spill_all: true,
+                }))))
+            }
+            None => None,
+        };
+        let caches = Arc::new(Mutex::new(RetainedCaches::new(
+            point,
+            self.ctx.cfg.synopses.rda.clone(),
+            retention,
+            u64::MAX,
+        )));
+        let lp = Arc::new(LocalPoint { caches, queue });
+        self.ctx.points.add_local(point, lp.clone());
+        let _ = self.events.send(Event::Connected { point, conn: u64::MAX, watermark: 0 });
+        let mut sink = LocalPeerSink {
+            point,
+            ctx: self.ctx.clone(),
+            local: lp,
+            events: self.events.clone(),
+            closed: false,
+        };
+        sink.replay_spill();
+        Ok(sink)
+    }
+
+    /// Stops the peer: no new connections, the engine finishes the events it has, COLATE
+    /// archives are flushed. Groups still waiting stay unacknowledged (resent next time).
+    pub fn shutdown(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.events.send(Event::Stop);
+        if let Some(h) = self.engine.take() {
+            let _ = h.join();
+        }
+        if let Some(h) = self.listener.take() {
+            let _ = h.join();
+        }
+        if let Some(h) = self.metrics_server.take() {
+            let _ = h.join();
+        }
+        tracing::info!("peer stopped");
+    }
+}
+
+impl Drop for PeerHandle {
+    fn drop(&mut self) {
+        if self.engine.is_some() {
+            self.stop_now();
+        }
+    }
+}
+
+/// The in-process [`EpochSink`] of a point whose appliance runs the peer itself.
+pub struct LocalPeerSink {
+    point: u32,
+    ctx: Arc<NetCtx>,
+    local: Arc<LocalPoint>,
+    events: Sender<Event>,
+    closed: bool,
+}
+
+impl LocalPeerSink {
+    fn feed(&self, frame: &EpochFrame) {
+        let decoded = self.ctx.check_epoch(self.point, frame).map_err(|(reason, text, _)| {
+            tracing::warn!(key = %frame.key, reason, "refused a local epoch synopsis: {text}");
+            self.ctx.metrics.inc(metrics::REJECTED, &[("reason", reason)], 1);
+            text
+        });
+        self.ctx.metrics.inc(metrics::FRAMES, &[("type", "epoch")], 1);
+        let _ = self.events.send(Event::Epoch {
+            key: frame.key,
+            complete: frame.complete,
+            epoch_len_ns: frame.epoch_len_ns,
+            decoded,
+        });
+    }
+
+    /// Feeds what a previous run left on disk.
+    fn replay_spill(&mut self) {
+        let Some(q) = &self.local.queue else { return };
+        let (n, bad) = lock(q).load_spill(DEFAULT_MAX_BODY_BYTES);
+        for p in bad {
+            tracing::warn!(file = %p.display(), "unreadable local spill file removed");
+        }
+        if n == 0 {
+            return;
+        }
+        let work = lock(q).next_work(usize::MAX);
+        for (_, src) in work.items {
+            let bytes = match src {
+                crate::ship::queue::FrameSource::Memory(f) => Some((*f).clone()),
+                crate::ship::queue::FrameSource::Disk(p) => std::fs::read(p).ok(),
+            };
+            if let Some(Ok(Message::Epoch(f))) = bytes.map(|b| Message::decode(&b, u32::MAX)) {
+                self.feed(&f);
+            }
+        }
+        tracing::info!(point = self.point, resent = n, "local epoch synopses of a previous run fed again");
+    }
+}
+
+impl EpochSink for LocalPeerSink {
+    fn deliver(&mut self, msg: &EpochMessage) {
+        let frame = EpochFrame {
+            key: MessageKey { point: msg.point, segment: msg.segment, epoch: msg.epoch, kind: msg.kind },
+            fingerprint: msg.fingerprint,
+            complete: msg.complete,
+            epoch_len_ns: msg.epoch_len_ns,
+            synopsis: msg.body.clone(),
+        };
+        if let Some(q) = &self.local.queue {
+            let bytes = Message::Epoch(frame.clone()).encode();
+            let _ = lock(q).offer(frame.key, bytes);
+        }
+        self.feed(&frame);
+        let _ = self.events.send(Event::Progress {
+            point: self.point,
+            watermark: msg.epoch,
+            given_up: Vec::new(),
+        });
+    }
+
+    fn retain_rda_cache(&mut self, segment: u32, epoch: u64, cache: &TimestampCache) {
+        lock(&self.local.caches).retain(segment, epoch, cache);
+    }
+
+    fn progress(&mut self, passed_epoch: u64) {
+        let _ = self.events.send(Event::Progress {
+            point: self.point,
+            watermark: passed_epoch,
+            given_up: Vec::new(),
+        });
+    }
+
+    fn close(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            let _ = self.events.send(Event::Progress {
+                point: self.point,
+                watermark: u64::MAX,
+                given_up: Vec::new(),
+            });
+        }
+    }
+}
+
+/// `wirelat collect`: runs the peer until SIGINT or SIGTERM. Prints the bound addresses on
+/// stderr (`wirelat collect: listening on …`).
+pub fn run_until_signal(cfg: PeerConfig) -> Result<(), PeerError> {
+    let term = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, term.clone()).map_err(PeerError::Thread)?;
+    }
+    let handle = start(cfg)?;
+    eprintln!("wirelat collect: listening on {}", handle.local_addr());
+    if let Some(m) = handle.metrics_addr() {
+        eprintln!("wirelat collect: metrics on http://{m}/metrics");
+    }
+    while !term.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tracing::info!("signal received: stopping");
+    handle.shutdown();
+    Ok(())
+}

@@ -1,0 +1,426 @@
+//! The collector's TOML file (`wirelat collect --config collector.toml`): where it listens,
+//! its key, where records go, which points and segments exist, and the `[synopses.*]` tables
+//! the points use (the same tables, so every fingerprint can be checked).
+//!
+//! ```toml
+//! [collector]
+//! listen = "0.0.0.0:7700"
+//! key_file = "/etc/wirelat/peer.key"
+//! records = "/var/lib/wirelat/records.jsonl"
+//! metrics_listen = "127.0.0.1:9700"
+//! [[point]]
+//! id = 1
+//! name = "a"
+//! [[point]]
+//! id = 2
+//! name = "b"
+//! [[segment]]
+//! id = 1
+//! upstream = 1
+//! downstream = 2
+//! [synopses.lda]
+//! banks = [{ rows = 512, p = 0.01 }]
+//! ```
+//!
+//! Unknown keys are errors; errors name the file, line and column (parse errors) or the key.
+
+use crate::synopses::SynopsesConfig;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+use wirelat_dataplane::synopsis::SynopsisKind;
+use wirelat_dataplane::synopsis::colate::Repetitions;
+use wirelat_dataplane::synopsis::rda::PeelGuards;
+use wirelat_trace::topology::{Direction, Point};
+
+/// A collector configuration that failed to load.
+#[derive(Debug, Error)]
+pub enum PeerConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not valid TOML, or not the schema.
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line (0 unknown).
+        line: usize,
+        /// 1-based column (0 unknown).
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A value is out of range or inconsistent.
+    #[error("{}: key `{key}`: {message}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The offending key.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The whole collector configuration.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    /// `[collector]`.
+    pub collector: CollectorSection,
+    /// `[report]`.
+    #[serde(default)]
+    pub report: ReportSection,
+    /// `[rda]`.
+    #[serde(default)]
+    pub rda: RdaSection,
+    /// `[colate]`.
+    #[serde(default)]
+    pub colate: ColateSection,
+    /// `[[point]]`: the measurement points.
+    #[serde(rename = "point", default)]
+    pub points: Vec<PointConfig>,
+    /// `[[segment]]`: the directed segments between them.
+    #[serde(rename = "segment", default)]
+    pub segments: Vec<SegmentConfig>,
+    /// `[synopses.*]`: exactly the points' tables.
+    #[serde(default)]
+    pub synopses: SynopsesConfig,
+}
+
+/// `[collector]`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectorSection {
+    /// Address to accept points on (`host:port`; port 0 picks one, logged at start).
+    pub listen: String,
+    /// The pre-shared key (hex), the same file as the points'.
+    pub key_file: PathBuf,
+    /// JSON-lines output; `-` is stdout (then nothing is de-duplicated across restarts).
+    pub records: String,
+    /// The commit log that makes emission idempotent across restarts; default
+    /// `<records>.commit`.
+    #[serde(default)]
+    pub commit_log: Option<PathBuf>,
+    /// Prometheus text endpoint (`host:port`), off when absent.
+    #[serde(default)]
+    pub metrics_listen: Option<String>,
+    /// E in ns, when the collector should enforce it; otherwise the first point sets it.
+    #[serde(default)]
+    pub epoch_len_ns: Option<u64>,
+    /// Largest frame body accepted.
+    #[serde(default = "default_max_body")]
+    pub max_body_bytes: u32,
+    /// Handshake timeout.
+    #[serde(default = "default_handshake_ms")]
+    pub handshake_timeout_ms: u64,
+    /// How long an RDA reconciliation waits for a point's look-up answers (including a
+    /// reconnect) before it reports the look-up as failed.
+    #[serde(default = "default_lookup_ms")]
+    pub lookup_timeout_ms: u64,
+    /// Most groups waiting for a point; beyond it the oldest is given up (counted, logged).
+    #[serde(default = "default_max_pending")]
+    pub max_pending_groups: usize,
+}
+
+fn default_max_body() -> u32 {
+    crate::wire::DEFAULT_MAX_BODY_BYTES
+}
+fn default_handshake_ms() -> u64 {
+    5_000
+}
+fn default_lookup_ms() -> u64 {
+    30_000
+}
+fn default_max_pending() -> usize {
+    100_000
+}
+
+/// `[report]`: what the records hold.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReportSection {
+    /// Per-flow LDS and COLATE records per segment and epoch (group): the N largest flows.
+    pub top_flows: usize,
+    /// Fridge records merge this many consecutive epochs.
+    pub fridge_epochs: u64,
+    /// Keep the group keys of this many epochs behind the slowest point for de-duplication.
+    pub dedupe_epochs: u64,
+}
+
+impl Default for ReportSection {
+    fn default() -> Self {
+        Self { top_flows: 100, fridge_epochs: 1, dedupe_epochs: 100_000 }
+    }
+}
+
+/// `[rda]`: reconciliation options.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RdaSection {
+    /// Peeling guards (all on by default).
+    pub guards: PeelGuards,
+}
+
+/// `[colate]`: how COLATE windows are reported and archived.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ColateSection {
+    /// Flow records cover this many consecutive windows (epochs), summed at both points.
+    pub windows: u64,
+    /// Directory of the per-point counter-epoch archives (`s<segment>-p<point>.colate`); off
+    /// when absent.
+    pub archive_dir: Option<PathBuf>,
+    /// Coverage of the intervals.
+    pub level: f64,
+    /// How the paper's std-dev evaluates its pairings.
+    pub repetitions: Repetitions,
+}
+
+impl Default for ColateSection {
+    fn default() -> Self {
+        Self { windows: 1, archive_dir: None, level: 0.95, repetitions: Repetitions::Exact }
+    }
+}
+
+/// One `[[point]]`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PointConfig {
+    /// Its `[point] id`.
+    pub id: u32,
+    /// "a" (client side) or "b" (server side): the name records carry.
+    pub name: Point,
+}
+
+/// One `[[segment]]`: packets go from `upstream` to `downstream`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentConfig {
+    /// The segment id both points use for this direction.
+    pub id: u32,
+    /// The point the packets pass first (the sender).
+    pub upstream: u32,
+    /// The point they pass second (the receiver).
+    pub downstream: u32,
+}
+
+/// A segment with what records need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// Its id.
+    pub id: u32,
+    /// Upstream point id.
+    pub upstream: u32,
+    /// Downstream point id.
+    pub downstream: u32,
+    /// Forward when the upstream point is "a".
+    pub direction: Direction,
+}
+
+impl PeerConfig {
+    /// Reads, parses and validates `path`.
+    pub fn load(path: &Path) -> Result<Self, PeerConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| PeerConfigError::Read { path: path.to_path_buf(), source })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses and validates `text` (`path` names it in errors).
+    pub fn parse(text: &str, path: &Path) -> Result<Self, PeerConfigError> {
+        let cfg: PeerConfig = toml::from_str(text).map_err(|e| {
+            let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+            PeerConfigError::Parse {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message: e.message().trim().to_owned(),
+            }
+        })?;
+        cfg.validate(path)?;
+        Ok(cfg)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), PeerConfigError> {
+        let bad = |key: &str, message: String| {
+            Err(PeerConfigError::Invalid { path: path.to_path_buf(), key: key.to_owned(), message })
+        };
+        if let Err(e) = self.synopses.validate() {
+            return bad(&format!("synopses.{}", e.synopsis), e.to_string());
+        }
+        if self.synopses.is_empty() {
+            return bad("synopses", "no synopsis is enabled: the collector would have nothing to do".into());
+        }
+        if self.points.is_empty() || self.points.len() > 2 {
+            return bad(
+                "point",
+                format!("{} points; the records name points \"a\" and \"b\": give 1 or 2", self.points.len()),
+            );
+        }
+        for (i, p) in self.points.iter().enumerate() {
+            if self.points.iter().skip(i + 1).any(|q| q.id == p.id || q.name == p.name) {
+                return bad(
+                    &format!("point[{i}]"),
+                    format!("point id {} or name {:?} given twice", p.id, p.name),
+                );
+            }
+        }
+        for (i, s) in self.segments.iter().enumerate() {
+            let key = format!("segment[{i}]");
+            if s.id == crate::sink::LOCAL_SEGMENT {
+                return bad(&key, "segment id 0 is the fridge's local segment".into());
+            }
+            if self.segments.iter().skip(i + 1).any(|t| t.id == s.id) {
+                return bad(&key, format!("segment id {} given twice", s.id));
+            }
+            if s.upstream == s.downstream {
+                return bad(&key, "upstream and downstream are the same point".into());
+            }
+            for p in [s.upstream, s.downstream] {
+                if self.point(p).is_none() {
+                    return bad(&key, format!("point {p} is not a [[point]]"));
+                }
+            }
+        }
+        let two_point = [SynopsisKind::Lda, SynopsisKind::Lds, SynopsisKind::Rda, SynopsisKind::Colate]
+            .into_iter()
+            .any(|k| self.synopses.fingerprint_of(k).is_some());
+        if two_point && self.segments.is_empty() {
+            return bad("segment", "two-point synopses are enabled but no [[segment]] is configured".into());
+        }
+        if self.report.fridge_epochs == 0 {
+            return bad("report.fridge_epochs", "must be at least 1".into());
+        }
+        if self.colate.windows == 0 {
+            return bad("colate.windows", "must be at least 1".into());
+        }
+        if !(self.colate.level > 0.0 && self.colate.level < 1.0) {
+            return bad("colate.level", "must be in (0, 1)".into());
+        }
+        if self.collector.epoch_len_ns == Some(0) {
+            return bad("collector.epoch_len_ns", "must be positive".into());
+        }
+        if self.collector.max_pending_groups == 0 {
+            return bad("collector.max_pending_groups", "must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// The point with id `id`.
+    pub fn point(&self, id: u32) -> Option<&PointConfig> {
+        self.points.iter().find(|p| p.id == id)
+    }
+
+    /// The segment with id `id`.
+    pub fn segment(&self, id: u32) -> Option<SegmentInfo> {
+        let s = self.segments.iter().find(|s| s.id == id)?;
+        let direction = match self.point(s.upstream)?.name {
+            Point::A => Direction::Forward,
+            Point::B => Direction::Reverse,
+        };
+        Some(SegmentInfo { id: s.id, upstream: s.upstream, downstream: s.downstream, direction })
+    }
+
+    /// Every segment.
+    pub fn segment_infos(&self) -> Vec<SegmentInfo> {
+        self.segments.iter().filter_map(|s| self.segment(s.id)).collect()
+    }
+
+    /// The commit log's path (`None` when records go to stdout).
+    pub fn commit_log_path(&self) -> Option<PathBuf> {
+        if self.collector.records == "-" {
+            return None;
+        }
+        Some(
+            self.collector
+                .commit_log
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(format!("{}.commit", self.collector.records))),
+        )
+    }
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset.min(text.len())).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+[collector]
+listen = "127.0.0.1:0"
+key_file = "k"
+records = "out.jsonl"
+
+[[point]]
+id = 1
+name = "a"
+[[point]]
+id = 2
+name = "b"
+
+[[segment]]
+id = 10
+upstream = 1
+downstream = 2
+[[segment]]
+id = 11
+upstream = 2
+downstream = 1
+
+[synopses.lda]
+banks = [{ rows = 64, p = 1.0 }]
+seed = 7
+"#;
+
+    fn parse(text: &str) -> Result<PeerConfig, PeerConfigError> {
+        PeerConfig::parse(text, Path::new("c.toml"))
+    }
+
+    #[test]
+    fn a_two_point_collector_parses_with_defaults() {
+        let c = parse(BASE).unwrap();
+        assert_eq!(c.segment(10).unwrap().direction, Direction::Forward);
+        assert_eq!(c.segment(11).unwrap().direction, Direction::Reverse);
+        assert_eq!(c.report.top_flows, 100);
+        assert_eq!(c.commit_log_path(), Some(PathBuf::from("out.jsonl.commit")));
+        assert!(c.synopses.fingerprint_of(SynopsisKind::Lda).is_some());
+    }
+
+    #[test]
+    fn the_shipped_collector_config_is_valid() {
+        let text = include_str!("../../../configs/collector.toml");
+        let c = parse(text).unwrap();
+        assert_eq!(c.segment_infos().len(), 2);
+        assert_eq!(c.synopses.fingerprints().len(), 5);
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let e = parse(&BASE.replace("upstream = 2", "upstream = 3")).unwrap_err();
+        assert!(e.to_string().contains("segment[1]") && e.to_string().contains("point 3"), "{e}");
+        let e = parse(&BASE.replace("listen =", "bogus = 1\nlisten =")).unwrap_err();
+        assert!(matches!(e, PeerConfigError::Parse { line: 3, .. }), "{e}");
+        let e = parse(&BASE.replace("name = \"b\"", "name = \"c\"")).unwrap_err();
+        assert!(e.to_string().contains("c.toml:"), "{e}");
+        let e = parse(&BASE.replace("id = 11", "id = 10")).unwrap_err();
+        assert!(e.to_string().contains("given twice"), "{e}");
+        let e = parse(&BASE.replace("rows = 64", "rows = 3")).unwrap_err();
+        assert!(e.to_string().contains("synopses.lda"), "{e}");
+        let no_segments = BASE.split("[[segment]]").next().unwrap().to_owned()
+            + "[synopses.lda]\nbanks = [{ rows = 64, p = 1.0 }]\n";
+        assert!(parse(&no_segments).unwrap_err().to_string().contains("no [[segment]]"));
+    }
+}

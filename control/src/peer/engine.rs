@@ -1,0 +1,812 @@
+//! The peer's engine: one thread that pairs the points' epoch synopses into groups, decides
+//! when a group is complete, runs the estimators, writes the records and acknowledges what it
+//! consumed.
+//!
+//! A group is (segment, synopsis, epochs) for the two-point synopses — one epoch for LDA, LDS
+//! and RDA, `[colate] windows` epochs for COLATE — or (point, fridge, `[report]
+//! fridge_epochs` epochs). It is complete when, for each of its points, every epoch of the
+//! group has arrived or the point's watermark has passed the group's last epoch: a point that
+//! reported "every epoch below w is delivered" and sent nothing for epoch k < w had no packets
+//! there, so its side is taken as empty (a segment with 100 % loss is reported, not waited for
+//! forever).
+//!
+//! De-duplication is by (point, segment, epoch, synopsis) within a group, and across restarts
+//! by the commit log of the records ([`RecordSink`]): a synopsis whose group was already
+//! emitted is acknowledged at once and counted as a duplicate. Acknowledgements go out only
+//! after the group's records are committed, so a crash of the peer loses nothing the points
+//! still hold. The ones exceptions are deliberate: LDS synopses are acknowledged only once the
+//! COLATE group of their window has used their flow census (when both are on), and a COLATE
+//! archive's open counter epoch lives in memory until it closes (see README).
+
+use super::config::{PeerConfig, SegmentInfo};
+use super::estimate::{self, Decoded, FlowCensus, Outcome, Sides};
+use super::net::Points;
+use super::rda::{self, RdaJob, RdaResult};
+use crate::colate_archive::{ArchiveHeader, ArchiveReader, ArchiveWriter};
+use crate::report::metrics::{self, Metrics};
+use crate::report::records::{GroupKey, RecordSink, Scope};
+use crate::wire::{GiveUp, MessageKey};
+use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wirelat_dataplane::synopsis::colate::{Colate, EpochAccumulator, QueryOptions};
+use wirelat_dataplane::synopsis::fridge::FridgeSynopsis;
+use wirelat_dataplane::synopsis::lda::Lda;
+use wirelat_dataplane::synopsis::lds::Lds;
+use wirelat_dataplane::synopsis::{Synopsis, SynopsisKind};
+
+/// What the engine is told.
+pub(crate) enum Event {
+    /// A point connected; its hello's watermark.
+    Connected { point: u32, conn: u64, watermark: u64 },
+    /// A point's connection ended.
+    Disconnected { point: u32, conn: u64 },
+    /// An epoch synopsis (or why it could not be decoded).
+    Epoch { key: MessageKey, complete: bool, epoch_len_ns: u64, decoded: Result<Decoded, String> },
+    /// A point's watermark and give-up counters.
+    Progress { point: u32, watermark: u64, given_up: Vec<(GiveUp, u64)> },
+    /// An RDA reconciliation finished.
+    RdaDone { group: GroupKey, result: Box<RdaResult> },
+    /// Stop (pending groups stay unacknowledged: the points resend them to the next run).
+    Stop,
+}
+
+struct Part {
+    key: MessageKey,
+    complete: bool,
+    decoded: Result<Decoded, String>,
+}
+
+#[derive(Default)]
+struct Group {
+    parts: BTreeMap<(u32, u64), Part>,
+}
+
+struct InFlight {
+    keys: Vec<MessageKey>,
+    seg: SegmentInfo,
+    complete: bool,
+    absent: Vec<&'static str>,
+    emit: bool,
+}
+
+/// A window's LDS flow census, waiting for the COLATE group of that window.
+struct Census {
+    flows: FlowCensus,
+    held: Vec<MessageKey>,
+}
+
+/// A point's COLATE archive on one segment.
+struct Archive {
+    acc: EpochAccumulator,
+    writer: ArchiveWriter,
+    /// Windows up to here are in the archive (or in its open epoch).
+    last_window: Option<u64>,
+}
+
+pub(crate) struct Engine {
+    cfg: Arc<PeerConfig>,
+    points: Arc<Points>,
+    metrics: Arc<Metrics>,
+    sink: RecordSink,
+    rda_jobs: Sender<(GroupKey, RdaJob)>,
+    watermark: HashMap<u32, u64>,
+    pending: BTreeMap<GroupKey, Group>,
+    in_flight: HashMap<GroupKey, InFlight>,
+    census: HashMap<(u32, u64), Census>,
+    held: HashSet<MessageKey>,
+    archives: HashMap<(u32, u32), Archive>,
+    epoch_len_ns: u64,
+    /// The highest epoch any synopsis arrived for (bounds the pruning floor: a finished
+    /// point's watermark is u64::MAX).
+    newest_epoch: u64,
+}
+
+/// Label of a kind.
+fn k(kind: SynopsisKind) -> &'static str {
+    kind.name()
+}
+
+impl Engine {
+    pub(crate) fn new(
+        cfg: Arc<PeerConfig>,
+        points: Arc<Points>,
+        metrics: Arc<Metrics>,
+        sink: RecordSink,
+        rda_jobs: Sender<(GroupKey, RdaJob)>,
+    ) -> Self {
+        Self {
+            cfg,
+            points,
+            metrics,
+            sink,
+            rda_jobs,
+            watermark: HashMap::new(),
+            pending: BTreeMap::new(),
+            in_flight: HashMap::new(),
+            census: HashMap::new(),
+            held: HashSet::new(),
+            archives: HashMap::new(),
+            epoch_len_ns: 0,
+            newest_epoch: 0,
+        }
+    }
+
+    /// Runs until `Event::Stop` (or every sender is gone).
+    pub(crate) fn run(mut self, events: &Receiver<Event>) {
+        loop {
+            match events.recv_timeout(Duration::from_millis(250)) {
+                Ok(Event::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+                Ok(e) => self.handle(e),
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            self.metrics.set(metrics::PENDING, &[], (self.pending.len() + self.in_flight.len()) as f64);
+            self.metrics.set(metrics::CONNECTED, &[], self.points.connected() as f64);
+        }
+        self.close_archives();
+        let left = self.pending.len() + self.in_flight.len();
+        if left > 0 {
+            tracing::info!(
+                groups = left,
+                "stopping with groups still waiting; their points resend them to the next run"
+            );
+        }
+    }
+
+    fn handle(&mut self, e: Event) {
+        match e {
+            Event::Connected { point, conn, watermark } => {
+                tracing::debug!(point, conn, watermark, "engine: point connected");
+                // The hello's watermark is the point's truth now (a restarted point starts over).
+                self.watermark.insert(point, watermark);
+                self.metrics.set(metrics::WATERMARK, &[("point", &point.to_string())], watermark as f64);
+                self.resolve_ready();
+            }
+            Event::Disconnected { point, conn } => tracing::debug!(point, conn, "engine: point disconnected"),
+            Event::Progress { point, watermark, given_up } => {
+                let w = self.watermark.entry(point).or_insert(0);
+                *w = (*w).max(watermark);
+                let w = *w;
+                let p = point.to_string();
+                self.metrics.set(metrics::WATERMARK, &[("point", &p)], w as f64);
+                for (g, n) in given_up {
+                    self.metrics.set(
+                        metrics::POINT_GIVEN_UP,
+                        &[("point", &p), ("reason", g.name())],
+                        n as f64,
+                    );
+                }
+                self.prune();
+                self.resolve_ready();
+            }
+            Event::Epoch { key, complete, epoch_len_ns, decoded } => {
+                self.epoch_len_ns = epoch_len_ns;
+                self.on_epoch(key, complete, decoded);
+            }
+            Event::RdaDone { group, result } => {
+                self.finish_rda(group, *result);
+                self.resolve_ready();
+            }
+            Event::Stop => {}
+        }
+    }
+
+    fn group_of(&self, key: &MessageKey) -> GroupKey {
+        let span = match key.kind {
+            SynopsisKind::Fridge => self.cfg.report.fridge_epochs,
+            SynopsisKind::Colate => self.cfg.colate.windows,
+            _ => 1,
+        }
+        .max(1);
+        let first = key.epoch - key.epoch % span;
+        let scope = if key.kind == SynopsisKind::Fridge {
+            Scope::Point(key.point)
+        } else {
+            Scope::Segment(key.segment)
+        };
+        GroupKey { scope, kind: key.kind, first, last: first.saturating_add(span - 1) }
+    }
+
+    fn expected(&self, g: &GroupKey) -> Vec<u32> {
+        match g.scope {
+            Scope::Point(p) => vec![p],
+            Scope::Segment(s) => {
+                self.cfg.segment(s).map(|s| vec![s.upstream, s.downstream]).unwrap_or_default()
+            }
+        }
+    }
+
+    fn both_on(&self, a: SynopsisKind, b: SynopsisKind) -> bool {
+        self.cfg.synopses.fingerprint_of(a).is_some() && self.cfg.synopses.fingerprint_of(b).is_some()
+    }
+
+    /// An LDS group already emitted whose census a COLATE group still needs.
+    fn needs_census(&self, g: &GroupKey) -> bool {
+        let Scope::Segment(s) = g.scope else { return false };
+        if g.kind != SynopsisKind::Lds || !self.both_on(SynopsisKind::Lds, SynopsisKind::Colate) {
+            return false;
+        }
+        let ck =
+            self.group_of(&MessageKey { point: 0, segment: s, epoch: g.first, kind: SynopsisKind::Colate });
+        !self.sink.is_emitted(&ck) && !self.census.contains_key(&(s, g.first))
+    }
+
+    fn duplicate(&self, key: &MessageKey) {
+        self.metrics.inc(
+            metrics::DUPLICATES,
+            &[("point", &key.point.to_string()), ("synopsis", k(key.kind))],
+            1,
+        );
+    }
+
+    fn on_epoch(&mut self, key: MessageKey, complete: bool, decoded: Result<Decoded, String>) {
+        self.newest_epoch = self.newest_epoch.max(key.epoch);
+        self.metrics.inc(metrics::EPOCHS, &[("point", &key.point.to_string()), ("synopsis", k(key.kind))], 1);
+        if key.kind != SynopsisKind::Fridge && self.cfg.segment(key.segment).is_none() {
+            // Refused (and logged) by the connection: drop it for good.
+            self.points.ack(&key);
+            return;
+        }
+        let g = self.group_of(&key);
+        if self.held.contains(&key) || self.in_flight.contains_key(&g) {
+            self.duplicate(&key);
+            return;
+        }
+        if self.sink.is_emitted(&g) && !self.needs_census(&g) {
+            self.duplicate(&key);
+            self.points.ack(&key);
+            return;
+        }
+        let group = self.pending.entry(g).or_default();
+        if group.parts.contains_key(&(key.point, key.epoch)) {
+            self.duplicate(&key);
+            return;
+        }
+        group.parts.insert((key.point, key.epoch), Part { key, complete, decoded });
+        if self.pending.len() > self.cfg.collector.max_pending_groups
+            && let Some((old, group)) = self.pending.pop_first()
+        {
+            tracing::warn!(group = %old, "too many groups waiting: giving up the oldest (its synopses are dropped)");
+            self.metrics.inc(metrics::PEER_GIVEN_UP, &[("reason", "pending_overflow")], 1);
+            for p in group.parts.values() {
+                self.points.ack(&p.key);
+            }
+        }
+        if self.is_ready(&g) {
+            self.resolve(g);
+            self.resolve_ready();
+        }
+    }
+
+    fn is_ready(&self, g: &GroupKey) -> bool {
+        let Some(group) = self.pending.get(g) else { return false };
+        for p in self.expected(g) {
+            let passed = self.watermark.get(&p).is_some_and(|&w| w > g.last);
+            let all = (g.first..=g.last).all(|e| group.parts.contains_key(&(p, e)));
+            if !(passed || all) {
+                return false;
+            }
+        }
+        if g.kind == SynopsisKind::Colate {
+            let Scope::Segment(s) = g.scope else { return false };
+            // Archives take windows in order: earlier COLATE groups of the segment first.
+            if self.pending.range(..*g).any(|(o, _)| o.kind == SynopsisKind::Colate && o.scope == g.scope) {
+                return false;
+            }
+            if self.both_on(SynopsisKind::Lds, SynopsisKind::Colate) {
+                // The flow list comes from LDS: every point's LDS synopses of these windows
+                // must have arrived (watermark passed) and been processed.
+                let lds_done =
+                    self.expected(g).iter().all(|p| self.watermark.get(p).is_some_and(|&w| w > g.last));
+                let lds_pending = self.pending.keys().any(|o| {
+                    o.kind == SynopsisKind::Lds
+                        && o.scope == Scope::Segment(s)
+                        && o.first >= g.first
+                        && o.first <= g.last
+                });
+                if !lds_done || lds_pending {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn resolve_ready(&mut self) {
+        loop {
+            let ready: Vec<GroupKey> = self.pending.keys().copied().filter(|g| self.is_ready(g)).collect();
+            if ready.is_empty() {
+                return;
+            }
+            for g in ready {
+                if self.is_ready(&g) {
+                    self.resolve(g);
+                }
+            }
+        }
+    }
+
+    /// Forgets emitted groups far behind every point (bounded memory).
+    fn prune(&mut self) {
+        let points: Vec<u32> = self.cfg.points.iter().map(|p| p.id).collect();
+        let Some(min) = points.iter().map(|p| self.watermark.get(p).copied()).collect::<Option<Vec<u64>>>()
+        else {
+            return;
+        };
+        let passed = min.into_iter().min().unwrap_or(0).min(self.newest_epoch);
+        let floor = passed.saturating_sub(self.cfg.report.dedupe_epochs);
+        if floor > 0 {
+            self.sink.forget_before(floor);
+        }
+    }
+
+    fn resolve(&mut self, g: GroupKey) {
+        let Some(group) = self.pending.remove(&g) else { return };
+        let emit = !self.sink.is_emitted(&g);
+        let expected = self.expected(&g);
+        let absent: Vec<&'static str> = expected
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !group.parts.keys().any(|(q, _)| q == *p))
+            .map(|(i, _)| if i == 0 { "upstream" } else { "downstream" })
+            .collect();
+        let complete = group.parts.values().all(|p| p.complete);
+        let keys: Vec<MessageKey> = group.parts.values().map(|p| p.key).collect();
+        self.metrics.inc(
+            metrics::PAIRS,
+            &[("synopsis", k(g.kind)), ("absent_side", if absent.is_empty() { "none" } else { absent[0] })],
+            1,
+        );
+        if let Some((p, e)) =
+            group.parts.values().find_map(|p| p.decoded.as_ref().err().map(|e| (p.key, e.clone())))
+        {
+            let lines = vec![error_line(
+                &g,
+                self.cfg.segment(p.segment).as_ref(),
+                &format!("point {}'s synopsis could not be used: {e}", p.point),
+            )];
+            self.finish(g, emit, Outcome { lines, latest: None, estimate: "malformed".into() }, &keys);
+            return;
+        }
+        let sides_absent = absent.clone();
+        let sides = Sides { complete, absent: &sides_absent };
+        match (g.kind, g.scope) {
+            (SynopsisKind::Fridge, Scope::Point(p)) => {
+                let out = self.fridge(&g, p, &group);
+                self.finish(g, emit, out, &keys);
+            }
+            (kind, Scope::Segment(s)) => {
+                let Some(seg) = self.cfg.segment(s) else {
+                    self.ack_all(&keys);
+                    return;
+                };
+                let (up, down) = (side(&group, seg.upstream), side(&group, seg.downstream));
+                match kind {
+                    SynopsisKind::Lda => {
+                        let out = self.lda(&seg, g.first, up, down, sides);
+                        self.finish(g, emit, out, &keys);
+                    }
+                    SynopsisKind::Lds => self.lds(g, &seg, up, down, sides, emit, keys),
+                    SynopsisKind::Rda => self.start_rda(g, seg, up, down, complete, absent, emit, keys),
+                    SynopsisKind::Colate => {
+                        let (out, released) = self.colate(&g, &seg, &group, sides, emit);
+                        // The LDS synopses whose census this group used go with it, after the
+                        // commit: a crash before it leaves them to be resent with the census.
+                        let mut keys = keys;
+                        keys.extend(released);
+                        self.finish(g, emit, out, &keys);
+                    }
+                    SynopsisKind::Fridge => self.ack_all(&keys),
+                }
+            }
+            _ => self.ack_all(&keys),
+        }
+    }
+
+    fn ack_all(&mut self, keys: &[MessageKey]) {
+        for key in keys {
+            if !self.held.contains(key) {
+                self.points.ack(key);
+            }
+        }
+    }
+
+    /// Writes the records (when not emitted before), updates the metrics, acknowledges.
+    fn finish(&mut self, g: GroupKey, emit: bool, out: Outcome, keys: &[MessageKey]) {
+        if emit {
+            if let Err(e) = self.sink.emit(&g, &out.lines) {
+                // Not acknowledged: the points keep the synopses and resend them later.
+                tracing::error!(group = %g, error = %e, "cannot write records");
+                self.metrics.inc(metrics::PEER_GIVEN_UP, &[("reason", "write_failed")], 1);
+                return;
+            }
+            self.metrics.inc(metrics::RECORDS, &[], out.lines.len() as u64);
+            self.metrics.inc(metrics::ESTIMATES, &[("synopsis", k(g.kind)), ("outcome", &out.estimate)], 1);
+            self.latest(&g, &out);
+        }
+        self.ack_all(keys);
+    }
+
+    fn latest(&self, g: &GroupKey, out: &Outcome) {
+        let (scope_label, id) = match g.scope {
+            Scope::Segment(s) => ("segment", s),
+            Scope::Point(p) => ("point", p),
+        };
+        let id = id.to_string();
+        let labels = [(scope_label, id.as_str()), ("synopsis", k(g.kind))];
+        self.metrics.set(metrics::LATEST_EPOCH, &labels, g.last as f64);
+        if let Some(l) = out.latest {
+            let set = |f, v: Option<f64>| {
+                if let Some(v) = v {
+                    self.metrics.set(f, &labels, v);
+                }
+            };
+            set(metrics::LATEST_MEAN, l.mean_ns);
+            set(metrics::LATEST_STD, l.std_dev_ns);
+            set(metrics::LATEST_LOSS, l.loss_rate);
+            set(metrics::LATEST_SAMPLES, l.samples.map(|s| s as f64));
+        }
+        if g.kind == SynopsisKind::Fridge {
+            for line in &out.lines {
+                let kind = line.get("kind").and_then(Value::as_str).unwrap_or("");
+                for q in line.get("quantiles").and_then(Value::as_array).into_iter().flatten() {
+                    if let (Some(qv), Some(d)) =
+                        (q.get("q").and_then(Value::as_f64), q.get("delay_ns").and_then(Value::as_f64))
+                    {
+                        let qs = qv.to_string();
+                        self.metrics.set(
+                            metrics::LATEST_QUANTILE,
+                            &[("point", &id), ("kind", kind), ("q", &qs)],
+                            d,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn lda(
+        &self,
+        seg: &SegmentInfo,
+        epoch: u64,
+        up: Option<&Part>,
+        down: Option<&Part>,
+        sides: Sides<'_>,
+    ) -> Outcome {
+        let Some(cfg) = &self.cfg.synopses.lda else { return Outcome::default() };
+        let empty = || Lda::new(cfg).ok();
+        let get = |p: Option<&Part>| match p.map(|p| &p.decoded) {
+            Some(Ok(Decoded::Lda(x))) => Some((**x).clone()),
+            _ => empty(),
+        };
+        match (get(up), get(down)) {
+            (Some(a), Some(b)) => estimate::lda_group(seg, epoch, &a, &b, sides),
+            _ => Outcome::default(),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn lds(
+        &mut self,
+        g: GroupKey,
+        seg: &SegmentInfo,
+        up: Option<&Part>,
+        down: Option<&Part>,
+        sides: Sides<'_>,
+        emit: bool,
+        keys: Vec<MessageKey>,
+    ) {
+        let Some(cfg) = self.cfg.synopses.lds.clone() else { return self.ack_all(&keys) };
+        let get = |p: Option<&Part>| match p.map(|p| &p.decoded) {
+            Some(Ok(Decoded::Lds(x))) => Some((**x).clone()),
+            _ => Lds::new(&cfg).ok(),
+        };
+        let (Some(a), Some(b)) = (get(up), get(down)) else { return self.ack_all(&keys) };
+        let out = if emit {
+            estimate::lds_group(seg, g.first, &a, &b, self.cfg.report.top_flows, sides)
+        } else {
+            Outcome::default()
+        };
+        if self.both_on(SynopsisKind::Lds, SynopsisKind::Colate)
+            && !self.census.contains_key(&(seg.id, g.first))
+        {
+            let ck = self.group_of(&MessageKey {
+                point: 0,
+                segment: seg.id,
+                epoch: g.first,
+                kind: SynopsisKind::Colate,
+            });
+            if !self.sink.is_emitted(&ck) {
+                self.census.insert(
+                    (seg.id, g.first),
+                    Census { flows: estimate::lds_census(&a, &b), held: keys.clone() },
+                );
+                self.held.extend(keys.iter().copied());
+            }
+        }
+        self.finish(g, emit, out, &keys);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn start_rda(
+        &mut self,
+        g: GroupKey,
+        seg: SegmentInfo,
+        up: Option<&Part>,
+        down: Option<&Part>,
+        complete: bool,
+        absent: Vec<&'static str>,
+        emit: bool,
+        keys: Vec<MessageKey>,
+    ) {
+        if !emit {
+            return self.ack_all(&keys);
+        }
+        let Some(cfg) = &self.cfg.synopses.rda else { return self.ack_all(&keys) };
+        let get = |p: Option<&Part>| match p.map(|p| &p.decoded) {
+            Some(Ok(Decoded::Rda(x))) => Ok((**x).clone()),
+            _ => rda::empty_value(cfg),
+        };
+        let (a, b) = match (get(up), get(down)) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => {
+                let lines = vec![error_line(&g, Some(&seg), &e)];
+                return self.finish(
+                    g,
+                    emit,
+                    Outcome { lines, latest: None, estimate: "other".into() },
+                    &keys,
+                );
+            }
+        };
+        let job = RdaJob {
+            seg,
+            epoch: g.first,
+            sender: a,
+            receiver: b,
+            absent: [up.is_none(), down.is_none()],
+            guards: self.cfg.rda.guards,
+            timeout: Duration::from_millis(self.cfg.collector.lookup_timeout_ms),
+        };
+        self.in_flight.insert(g, InFlight { keys, seg, complete, absent, emit });
+        if self.rda_jobs.send((g, job)).is_err()
+            && let Some(f) = self.in_flight.remove(&g)
+        {
+            tracing::error!(group = %g, "the RDA worker is gone");
+            drop(f);
+        }
+    }
+
+    fn finish_rda(&mut self, g: GroupKey, r: RdaResult) {
+        let Some(f) = self.in_flight.remove(&g) else { return };
+        let ok = if r.failure.is_some() { "failed" } else { "ok" };
+        self.metrics.inc(metrics::RDA_LOOKUPS, &[("outcome", ok)], r.lookups_ok);
+        self.metrics.inc(metrics::RDA_LOOKUPS, &[("outcome", "no_cache")], r.lookups_no_cache);
+        self.metrics.inc(metrics::RDA_ROUNDS, &[], r.rounds);
+        if let Some(fail) = &r.failure {
+            tracing::warn!(group = %g, "RDA timestamp look-ups failed: {fail}");
+        }
+        let out = estimate::rda_group(
+            &f.seg,
+            g.first,
+            &r.report,
+            Sides { complete: f.complete, absent: &f.absent },
+            r.process,
+            r.failure.as_deref(),
+        );
+        self.finish(g, f.emit, out, &f.keys);
+    }
+
+    fn fridge(&self, g: &GroupKey, point: u32, group: &Group) -> Outcome {
+        let Some(name) = self.cfg.point(point).map(|p| p.name) else { return Outcome::default() };
+        let mut merged: Option<FridgeSynopsis> = None;
+        for p in group.parts.values() {
+            if let Ok(Decoded::Fridge(f)) = &p.decoded {
+                match &mut merged {
+                    None => merged = Some((**f).clone()),
+                    Some(m) => {
+                        if let Err(e) = m.merge(f) {
+                            return Outcome {
+                                lines: vec![error_line(g, None, &e.to_string())],
+                                latest: None,
+                                estimate: "other".into(),
+                            };
+                        }
+                    }
+                }
+            }
+        }
+        match merged {
+            Some(m) => estimate::fridge_group(name, point, g.first, g.last, &m),
+            None => Outcome::default(),
+        }
+    }
+
+    /// The COLATE group's records, and the LDS synopses its census released.
+    fn colate(
+        &mut self,
+        g: &GroupKey,
+        seg: &SegmentInfo,
+        group: &Group,
+        sides: Sides<'_>,
+        emit: bool,
+    ) -> (Outcome, Vec<MessageKey>) {
+        let Some(cfg) = self.cfg.synopses.colate.clone() else { return (Outcome::default(), Vec::new()) };
+        let windows = |p: u32| -> Vec<(u64, &Colate)> {
+            group
+                .parts
+                .iter()
+                .filter(|((q, _), _)| *q == p)
+                .filter_map(|((_, e), part)| match &part.decoded {
+                    Ok(Decoded::Colate(c)) => Some((*e, &**c)),
+                    _ => None,
+                })
+                .collect()
+        };
+        let (ws, wr) = (windows(seg.upstream), windows(seg.downstream));
+        let s = estimate::colate_epoch(
+            &cfg,
+            seg.upstream,
+            g.first,
+            g.last,
+            &ws.iter().map(|(_, c)| *c).collect::<Vec<_>>(),
+        );
+        let r = estimate::colate_epoch(
+            &cfg,
+            seg.downstream,
+            g.first,
+            g.last,
+            &wr.iter().map(|(_, c)| *c).collect::<Vec<_>>(),
+        );
+        // The census of these windows (LDS), summed per flow; its LDS synopses are released.
+        let mut flows: BTreeMap<
+            (u64, wirelat_dataplane::packet::FlowKey),
+            (wirelat_dataplane::synopsis::lds::FlowEntry, u64),
+        > = BTreeMap::new();
+        let mut have_census = false;
+        let mut released = Vec::new();
+        for w in g.first..=g.last {
+            if let Some(c) = self.census.remove(&(seg.id, w)) {
+                have_census = true;
+                for (e, n) in c.flows.flows {
+                    let slot = flows.entry((e.flow_hash, e.key)).or_insert((e, 0));
+                    slot.1 = slot.1.saturating_add(n);
+                }
+                for key in c.held {
+                    self.held.remove(&key);
+                    released.push(key);
+                }
+            }
+        }
+        let census: Vec<_> = flows.into_values().collect();
+        let lds_on = self.both_on(SynopsisKind::Lds, SynopsisKind::Colate);
+        let out = match (&s, &r) {
+            (Ok(s), Ok(r)) if emit => {
+                let opts = QueryOptions {
+                    level: self.cfg.colate.level,
+                    repetitions: self.cfg.colate.repetitions,
+                    beta: None,
+                    t_min_ticks: None,
+                };
+                let c = (lds_on || have_census).then_some(census.as_slice());
+                estimate::colate_group(seg, g.first, g.last, s, r, c, self.cfg.report.top_flows, &opts, sides)
+            }
+            (Err(e), _) | (_, Err(e)) if emit => {
+                Outcome { lines: vec![error_line(g, Some(seg), e)], latest: None, estimate: "other".into() }
+            }
+            _ => Outcome::default(),
+        };
+        if self.cfg.colate.archive_dir.is_some() {
+            for (p, w) in [(seg.upstream, &ws), (seg.downstream, &wr)] {
+                self.archive(seg.id, p, g.first, g.last, w, &cfg);
+            }
+        }
+        (out, released)
+    }
+
+    /// Adds one point's windows `first..=last` to its archive (empty windows included, so its
+    /// epochs cover contiguous windows).
+    fn archive(
+        &mut self,
+        segment: u32,
+        point: u32,
+        first: u64,
+        last: u64,
+        windows: &[(u64, &Colate)],
+        cfg: &wirelat_dataplane::synopsis::colate::ColateConfig,
+    ) {
+        let Some(dir) = self.cfg.colate.archive_dir.clone() else { return };
+        let key = (segment, point);
+        if !self.archives.contains_key(&key) {
+            let path = dir.join(format!("s{segment}-p{point}.colate"));
+            let window_len_ns = self.cfg.collector.epoch_len_ns.unwrap_or(self.epoch_len_ns);
+            let header = ArchiveHeader { point, window_len_ns, config: cfg.clone() };
+            let opened = std::fs::create_dir_all(&dir)
+                .map_err(|e| e.to_string())
+                .and_then(|()| ArchiveWriter::open_or_create(&path, header).map_err(|e| e.to_string()))
+                .and_then(|w| {
+                    let last_window =
+                        ArchiveReader::open(&path).ok().and_then(|r| r.metas().last().map(|m| m.last_window));
+                    EpochAccumulator::new(cfg, point, w.next_seq())
+                        .map(|acc| Archive { acc, writer: w, last_window })
+                        .map_err(|e| e.to_string())
+                });
+            match opened {
+                Ok(a) => {
+                    self.archives.insert(key, a);
+                }
+                Err(e) => {
+                    tracing::error!(path = %path.display(), error = %e, "cannot open the COLATE archive");
+                    self.metrics.inc(metrics::PEER_GIVEN_UP, &[("reason", "archive_failed")], 1);
+                    return;
+                }
+            }
+        }
+        let Some(a) = self.archives.get_mut(&key) else { return };
+        let Ok(empty) = Colate::new(cfg) else { return };
+        for w in first..=last {
+            if a.last_window.is_some_and(|l| w <= l) {
+                continue;
+            }
+            let v = windows.iter().find(|(e, _)| *e == w).map_or(&empty, |(_, c)| *c);
+            match a.acc.push_window(w, v) {
+                Ok(Some(closed)) => {
+                    if let Err(e) = a.writer.append(&closed) {
+                        tracing::error!(error = %e, "cannot append to the COLATE archive");
+                        self.metrics.inc(metrics::PEER_GIVEN_UP, &[("reason", "archive_failed")], 1);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(segment, point, window = w, error = %e, "COLATE window not archived")
+                }
+            }
+            a.last_window = Some(w);
+        }
+    }
+
+    fn close_archives(&mut self) {
+        for ((segment, point), a) in &mut self.archives {
+            if let Some(e) = a.acc.flush()
+                && let Err(err) = a.writer.append(&e)
+            {
+                tracing::error!(segment, point, error = %err, "cannot flush the COLATE archive");
+            }
+        }
+    }
+}
+
+fn side(group: &Group, point: u32) -> Option<&Part> {
+    group.parts.iter().find(|((p, _), _)| *p == point).map(|(_, part)| part)
+}
+
+/// A line for a group that could not be estimated at all.
+fn error_line(g: &GroupKey, seg: Option<&SegmentInfo>, error: &str) -> Value {
+    let (scope, id) = match g.scope {
+        Scope::Segment(s) => ("segment", s),
+        Scope::Point(p) => ("point_id", p),
+    };
+    json!({
+        "record": "epoch_summary",
+        "synopsis": g.kind,
+        scope: id,
+        "direction": seg.map(|s| s.direction),
+        "epoch_first": g.first,
+        "epoch_last": g.last,
+        "error": error,
+    })
+}
+
+/// The RDA worker: runs reconciliations one after the other, posting results to the engine.
+pub(crate) fn rda_worker(jobs: Receiver<(GroupKey, RdaJob)>, svc: Arc<Points>, events: Sender<Event>) {
+    for (group, job) in jobs {
+        let started = Instant::now();
+        let result = rda::run(&job, &*svc);
+        tracing::debug!(group = %group, ms = started.elapsed().as_millis() as u64, rounds = result.rounds, "RDA reconciled");
+        if events.send(Event::RdaDone { group, result: Box::new(result) }).is_err() {
+            break;
+        }
+    }
+}

@@ -1,0 +1,430 @@
+//! From decoded epoch synopses to records: decoding with the collector's configuration, then
+//! the synopses' own estimators, then the scorer's record shapes with the peer's extra keys.
+//! Pure functions: no I/O, no network (RDA's look-ups happen in [`super::rda`]).
+//!
+//! What each group yields (see README "Records"):
+//! - LDA, RDA: one `segment` record (mean, std-dev with interval and samples, loss, report).
+//! - LDS: one `segment` record with the aggregate mean of the epoch (the LDS summary's LDA over
+//!   all flows) and one `flow` record for each of the top-N flows of the receiver's flow log.
+//! - COLATE: one `epoch_summary` record and one `flow` record for each of the top-N flows of
+//!   the LDS flow logs of the same windows (COLATE cannot list flows itself and needs each
+//!   flow's packet count; LDS provides both).
+//! - fridge: one `fridge_quantiles` record per exchange kind.
+
+use super::config::SegmentInfo;
+use crate::report::records::{json, record_with};
+use crate::synopses::SynopsesConfig;
+use serde_json::{Value, json};
+use wirelat_dataplane::synopsis::colate::{self, Colate, CounterEpoch, QueryOptions, Segment};
+use wirelat_dataplane::synopsis::estimate::{Estimate, Measured, NoEstimate};
+use wirelat_dataplane::synopsis::fridge::{self, FridgeSynopsis};
+use wirelat_dataplane::synopsis::lda::{self, Lda};
+use wirelat_dataplane::synopsis::lds::{self, FlowEntry, Lds};
+use wirelat_dataplane::synopsis::rda::{Rda, RdaReport};
+use wirelat_dataplane::synopsis::{Synopsis, SynopsisKind};
+use wirelat_trace::record::{FlowId, FlowRecord, FridgeRecord, QuantilePoint, Record, SegmentRecord};
+use wirelat_trace::topology::Point;
+
+/// A decoded epoch synopsis.
+#[derive(Clone, Debug)]
+pub enum Decoded {
+    /// Fridge.
+    Fridge(Box<FridgeSynopsis>),
+    /// LDA.
+    Lda(Box<Lda>),
+    /// LDS.
+    Lds(Box<Lds>),
+    /// RDA.
+    Rda(Box<Rda>),
+    /// COLATE window.
+    Colate(Box<Colate>),
+}
+
+/// Decodes `bytes` as a `kind` synopsis of the collector's configuration (the fingerprint in
+/// the encoding is checked against it).
+pub fn decode(cfg: &SynopsesConfig, kind: SynopsisKind, bytes: &[u8]) -> Result<Decoded, String> {
+    let off = || format!("{kind} is not enabled in this collector's [synopses]");
+    let r = match kind {
+        SynopsisKind::Fridge => FridgeSynopsis::decode(cfg.fridge.as_ref().ok_or_else(off)?, bytes)
+            .map(|s| Decoded::Fridge(Box::new(s))),
+        SynopsisKind::Lda => {
+            Lda::decode(cfg.lda.as_ref().ok_or_else(off)?, bytes).map(|s| Decoded::Lda(Box::new(s)))
+        }
+        SynopsisKind::Lds => {
+            Lds::decode(cfg.lds.as_ref().ok_or_else(off)?, bytes).map(|s| Decoded::Lds(Box::new(s)))
+        }
+        SynopsisKind::Rda => {
+            Rda::decode(cfg.rda.as_ref().ok_or_else(off)?, bytes).map(|s| Decoded::Rda(Box::new(s)))
+        }
+        SynopsisKind::Colate => {
+            Colate::decode(cfg.colate.as_ref().ok_or_else(off)?, bytes).map(|s| Decoded::Colate(Box::new(s)))
+        }
+    };
+    r.map_err(|e| e.to_string())
+}
+
+/// The latest numbers of a segment estimate, for the metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Latest {
+    /// Mean delay, ns.
+    pub mean_ns: Option<f64>,
+    /// Std-dev, ns.
+    pub std_dev_ns: Option<f64>,
+    /// Loss rate.
+    pub loss_rate: Option<f64>,
+    /// Samples behind the mean.
+    pub samples: Option<u64>,
+}
+
+/// The records of one group and what the metrics need.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// The JSON lines.
+    pub lines: Vec<Value>,
+    /// Segment numbers, when the group has them.
+    pub latest: Option<Latest>,
+    /// "ok", or the reason the mean is missing.
+    pub estimate: String,
+}
+
+fn outcome_of(m: &Measured<Estimate>) -> String {
+    match m {
+        Ok(_) => "ok".into(),
+        Err(NoEstimate::Other { .. }) => "other".into(),
+        Err(e) => json(e).get("reason").and_then(Value::as_str).unwrap_or("other").to_owned(),
+    }
+}
+
+/// Extra keys every segment-scoped record carries.
+fn segment_extras(seg: &SegmentInfo, complete: bool, absent: &[&str]) -> Vec<(&'static str, Value)> {
+    vec![
+        ("segment", json!(seg.id)),
+        ("upstream", json!(seg.upstream)),
+        ("downstream", json!(seg.downstream)),
+        ("complete", json!(complete)),
+        ("absent", json!(absent)),
+    ]
+}
+
+/// How the two sides of a group arrived.
+#[derive(Clone, Copy, Debug)]
+pub struct Sides<'a> {
+    /// Both points' epochs complete (no worker skipped them).
+    pub complete: bool,
+    /// Which side had no synopsis (no packets there): "upstream" / "downstream".
+    pub absent: &'a [&'a str],
+}
+
+/// LDA: one segment record.
+pub fn lda_group(seg: &SegmentInfo, epoch: u64, up: &Lda, down: &Lda, sides: Sides<'_>) -> Outcome {
+    let mut extras = segment_extras(seg, sides.complete, sides.absent);
+    let (mean, sd, latest, estimate) = match lda::estimate(up, down) {
+        Ok(r) => {
+            extras.push((
+                "loss",
+                json!({ "sent": r.sent_packets, "received": r.received_packets, "lost": r.lost_packets,
+                        "rate": r.loss_rate.as_ref().ok().map(|e| e.value) }),
+            ));
+            extras.push(("report", json(&r)));
+            let latest = Latest {
+                mean_ns: r.mean_delay.as_ref().ok().map(|e| e.value),
+                std_dev_ns: r.std_dev.as_ref().ok().map(|e| e.value),
+                loss_rate: r.loss_rate.as_ref().ok().map(|e| e.value),
+                samples: Some(r.samples),
+            };
+            (r.mean_delay.clone().ok(), r.std_dev.clone().ok(), Some(latest), outcome_of(&r.mean_delay))
+        }
+        Err(e) => {
+            extras.push(("error", json!(e.to_string())));
+            (None, None, None, "config_mismatch".to_owned())
+        }
+    };
+    let rec = Record::Segment(SegmentRecord {
+        synopsis: SynopsisKind::Lda,
+        direction: seg.direction,
+        epoch,
+        mean_ns: mean,
+        std_dev_ns: sd,
+    });
+    Outcome { lines: vec![record_with(&rec, extras)], latest, estimate }
+}
+
+/// RDA: one segment record from a finished reconciliation (`failure` when the look-ups did not
+/// complete: then there is no estimate).
+pub fn rda_group(
+    seg: &SegmentInfo,
+    epoch: u64,
+    report: &RdaReport,
+    sides: Sides<'_>,
+    process: Value,
+    failure: Option<&str>,
+) -> Outcome {
+    let mut extras = segment_extras(seg, sides.complete, sides.absent);
+    let rec = &report.reconciliation;
+    let (mean, sd) = match failure {
+        None => (report.mean_ns.clone(), report.std_dev_ns.clone()),
+        Some(f) => {
+            let e = Err(NoEstimate::Other { detail: format!("timestamp look-ups failed: {f}") });
+            (e.clone(), e)
+        }
+    };
+    let sent = report.sender_packets.max(0) as u64;
+    let lost = rec.lost.len() as u64;
+    extras.push((
+        "loss",
+        json!({ "sent": sent, "received": report.receiver_packets, "lost": lost,
+                "reordered": rec.reordered.len(),
+                "rate": (sent > 0).then(|| lost as f64 / sent as f64) }),
+    ));
+    extras.push((
+        "report",
+        json!({
+            "mean_ns": json(&mean), "std_dev_ns": json(&sd),
+            "variance_ns2": report.variance_ns2, "variance_clamped": report.variance_clamped,
+            "useful_weight": report.useful_weight, "useful_buckets": report.useful_buckets,
+            "total_buckets": report.total_buckets, "collapsed_pairs": report.collapsed_pairs,
+            "sender_packets": report.sender_packets, "receiver_packets": report.receiver_packets,
+            "reconciliation": {
+                "complete": rec.complete, "lost": rec.lost.len(), "reordered": rec.reordered.len(),
+                "unconfirmed": rec.unconfirmed.len(), "decoded": rec.decoded,
+                "undecoded_lower_bound": rec.undecoded_lower_bound,
+                "residual_buckets": rec.residual_buckets, "rejected_candidates": rec.rejected_candidates,
+                "repeated_candidates": rec.repeated_candidates, "pops": rec.pops,
+                "iteration_cap_hit": rec.iteration_cap_hit,
+            },
+            "process": process,
+        }),
+    ));
+    let latest = Latest {
+        mean_ns: mean.as_ref().ok().map(|e| e.value),
+        std_dev_ns: sd.as_ref().ok().map(|e| e.value),
+        loss_rate: (sent > 0).then(|| lost as f64 / sent as f64),
+        samples: mean.as_ref().ok().map(|e| e.samples),
+    };
+    let estimate = outcome_of(&mean);
+    let r = Record::Segment(SegmentRecord {
+        synopsis: SynopsisKind::Rda,
+        direction: seg.direction,
+        epoch,
+        mean_ns: mean.ok(),
+        std_dev_ns: sd.ok(),
+    });
+    Outcome { lines: vec![record_with(&r, extras)], latest: Some(latest), estimate }
+}
+
+/// LDS: a segment record (aggregate mean) and the top-N flows of the receiver's log.
+pub fn lds_group(
+    seg: &SegmentInfo,
+    epoch: u64,
+    up: &Lds,
+    down: &Lds,
+    top: usize,
+    sides: Sides<'_>,
+) -> Outcome {
+    let mut extras = segment_extras(seg, sides.complete, sides.absent);
+    let report = match lds::report(up, down, down.flows(), Some(top)) {
+        Ok(r) => r,
+        Err(e) => {
+            extras.push(("error", json!(e.to_string())));
+            let rec = Record::Segment(SegmentRecord {
+                synopsis: SynopsisKind::Lds,
+                direction: seg.direction,
+                epoch,
+                mean_ns: None,
+                std_dev_ns: None,
+            });
+            return Outcome {
+                lines: vec![record_with(&rec, extras)],
+                latest: None,
+                estimate: "config_mismatch".into(),
+            };
+        }
+    };
+    let s = &report.summary;
+    let (sent, received) = (s.weighted_packets_sent, s.weighted_packets_received);
+    let rate = (sent > 0).then(|| sent.saturating_sub(received) as f64 / sent as f64);
+    extras.push(("loss", json!({ "sent": sent, "received": received, "rate": rate })));
+    extras.push(("summary", json(s)));
+    let latest = Latest {
+        mean_ns: s.aggregate_mean_delay_ns.as_ref().ok().map(|e| e.value),
+        std_dev_ns: None,
+        loss_rate: rate,
+        samples: s.aggregate_mean_delay_ns.as_ref().ok().map(|e| e.samples),
+    };
+    let estimate = outcome_of(&s.aggregate_mean_delay_ns);
+    let seg_rec = Record::Segment(SegmentRecord {
+        synopsis: SynopsisKind::Lds,
+        direction: seg.direction,
+        epoch,
+        mean_ns: s.aggregate_mean_delay_ns.clone().ok(),
+        std_dev_ns: None,
+    });
+    let mut lines = vec![record_with(&seg_rec, extras)];
+    for f in &report.flows {
+        let rec = Record::Flow(FlowRecord {
+            synopsis: SynopsisKind::Lds,
+            direction: seg.direction,
+            epoch_first: epoch,
+            epoch_last: epoch,
+            flow: FlowId::from(f.flow),
+            mean_ns: f.mean_delay_ns.clone().ok(),
+            std_dev_ns: None,
+        });
+        lines.push(record_with(
+            &rec,
+            vec![
+                ("segment", json!(seg.id)),
+                ("packets", json!(f.packets)),
+                ("lost_packets_bound", json!(f.lost_packets_bound)),
+                ("cells", json(&f.cells)),
+                ("mean_error", f.mean_delay_ns.as_ref().err().map_or(Value::Null, json)),
+            ],
+        ));
+    }
+    Outcome { lines, latest: Some(latest), estimate }
+}
+
+/// The flows LDS saw in one window, with the packets its sketch estimates at the sender:
+/// what the COLATE records of the same windows query.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FlowCensus {
+    /// (flow, estimated packets at the sender).
+    pub flows: Vec<(FlowEntry, u64)>,
+}
+
+/// The census of one LDS window: the union of both points' flow logs (the sender's lists
+/// flows that lost every packet), each with its Count-Min packet estimate.
+pub fn lds_census(up: &Lds, down: &Lds) -> FlowCensus {
+    let mut set = down.flows().clone();
+    set.merge(up.flows());
+    match lds::estimate_all(up, down, &set) {
+        Ok(est) => {
+            FlowCensus { flows: set.entries().iter().zip(est).map(|(e, f)| (*e, f.packets)).collect() }
+        }
+        Err(_) => FlowCensus::default(),
+    }
+}
+
+/// Sums one point's COLATE windows into one counter epoch covering `first..=last`.
+pub fn colate_epoch(
+    cfg: &colate::ColateConfig,
+    point: u32,
+    first: u64,
+    last: u64,
+    windows: &[&Colate],
+) -> Result<CounterEpoch, String> {
+    let mut data = Colate::new(cfg).map_err(|e| e.to_string())?;
+    for w in windows {
+        data.merge(w).map_err(|e| e.to_string())?;
+    }
+    let flags = if data.counters_wrapped() { colate::epoch::flags::COUNTER_WRAPPED } else { 0 };
+    Ok(CounterEpoch {
+        point,
+        seq: first,
+        first_window: first,
+        last_window: last,
+        windows: windows.len() as u64,
+        flags,
+        data,
+    })
+}
+
+/// COLATE: a summary record and the top-N flows of the census (by packets).
+#[allow(clippy::too_many_arguments)]
+pub fn colate_group(
+    seg: &SegmentInfo,
+    first: u64,
+    last: u64,
+    s: &CounterEpoch,
+    r: &CounterEpoch,
+    census: Option<&[(FlowEntry, u64)]>,
+    top: usize,
+    opts: &QueryOptions,
+    sides: Sides<'_>,
+) -> Outcome {
+    let mut flows: Vec<(FlowEntry, u64)> = census.map(<[_]>::to_vec).unwrap_or_default();
+    flows.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.key.cmp(&b.0.key)));
+    let known = flows.len();
+    flows.truncate(top);
+    let mut lines = Vec::new();
+    let mut error = None;
+    match Segment::new(vec![s], vec![r]) {
+        Ok(segment) => {
+            let counts = segment.config().packet_counts;
+            for (entry, packets) in &flows {
+                let q = segment.query(entry.flow_hash, *packets, opts);
+                let (mean, sd) = if counts {
+                    (q.mean_counts_ns.clone(), q.std_dev_counts_ns.clone())
+                } else {
+                    (q.mean_ns.clone(), q.std_dev_paper_ns.clone())
+                };
+                let rec = Record::Flow(FlowRecord {
+                    synopsis: SynopsisKind::Colate,
+                    direction: seg.direction,
+                    epoch_first: first,
+                    epoch_last: last,
+                    flow: FlowId::from(entry.key),
+                    mean_ns: mean.ok(),
+                    std_dev_ns: sd.ok(),
+                });
+                lines.push(record_with(
+                    &rec,
+                    vec![("segment", json!(seg.id)), ("packets", json!(packets)), ("report", json(&q))],
+                ));
+            }
+        }
+        Err(e) => error = Some(e.to_string()),
+    }
+    let summary = json!({
+        "record": "epoch_summary",
+        "synopsis": "colate",
+        "segment": seg.id,
+        "direction": seg.direction,
+        "epoch_first": first,
+        "epoch_last": last,
+        "complete": sides.complete,
+        "absent": sides.absent,
+        "packets_upstream": s.data.packets(),
+        "packets_downstream": r.data.packets(),
+        "flags": s.flags | r.flags,
+        "flow_source": if census.is_some() { "lds" } else { "none" },
+        "flows_known": known,
+        "flows_reported": lines.len(),
+        "error": error,
+    });
+    let estimate = if error.is_some() { "config_mismatch" } else { "ok" };
+    lines.insert(0, summary);
+    Outcome { lines, latest: None, estimate: estimate.into() }
+}
+
+/// Fridge: one `fridge_quantiles` record per exchange kind of one point.
+pub fn fridge_group(point: Point, point_id: u32, first: u64, last: u64, syn: &FridgeSynopsis) -> Outcome {
+    let report = fridge::estimate(syn);
+    let mut lines = Vec::new();
+    for k in &report.kinds {
+        let d = &k.all;
+        let quantiles: Vec<QuantilePoint> =
+            [(0.5, &d.p50_ns), (0.9, &d.p90_ns), (0.95, &d.p95_ns), (0.99, &d.p99_ns)]
+                .into_iter()
+                .filter_map(|(q, e)| e.as_ref().ok().map(|e| QuantilePoint { q, delay_ns: e.value }))
+                .collect();
+        let rec = Record::FridgeQuantiles(FridgeRecord {
+            point,
+            kind: k.kind,
+            epoch_first: first,
+            epoch_last: last,
+            quantiles,
+        });
+        lines.push(record_with(
+            &rec,
+            vec![
+                ("point_id", json!(point_id)),
+                ("samples", json!(d.samples)),
+                ("estimated_pairs", json(&d.estimated_pairs)),
+                ("report", json(k)),
+            ],
+        ));
+    }
+    let estimate = if report.kinds.iter().any(|k| k.all.p50_ns.is_ok()) { "ok" } else { "no_samples" };
+    Outcome { lines, latest: None, estimate: estimate.into() }
+}

@@ -1,0 +1,6 @@
+//! The peer's outputs: JSON-lines records with crash-safe, idempotent emission ([`records`]),
+//! and the counters and latest estimates behind a Prometheus text endpoint ([`metrics`]).
+//! Nothing here estimates; it only writes what the engine hands over.
+
+pub mod metrics;
+pub mod records;

@@ -1,0 +1,702 @@
+//! Shipping a point's epoch synopses to the peer: [`NetworkSink`], the network
+//! [`EpochSink`].
+//!
+//! The control thread calls [`EpochSink::deliver`]; the sink encodes the frame and queues it
+//! ([`queue`]) without blocking on the network. A shipper thread (pinned with core_affinity to
+//! `[ship] core` when given, away from the workers) connects to the peer over TCP, runs the
+//! authenticated handshake ([`crate::conn`]), sends every unacknowledged frame in order, then
+//! a progress watermark, and reconnects with exponential backoff when the connection fails;
+//! after a reconnect everything unacknowledged is sent again. Frames are dropped only when the
+//! peer acknowledges them, or given up with a counted, logged reason (queue full without
+//! spill, spill failure, too old, unacknowledged at close). A reader thread per connection
+//! takes the peer's acknowledgements and answers its RDA look-ups and bind requests from the
+//! retained caches ([`retain`]).
+
+pub mod queue;
+pub mod retain;
+
+use crate::auth::PreSharedKey;
+use crate::conn::{self, ConnError, FrameReader, FrameWriter};
+use crate::sink::{EpochMessage, EpochSink};
+use crate::synopses::SynopsesConfig;
+use crate::wire::{DEFAULT_MAX_BODY_BYTES, EpochFrame, GiveUp, Hello, Message, MessageKey};
+use queue::{FrameSource, GiveUpCounters, Offer, Queue, QueueLimits};
+use retain::RetainedCaches;
+use serde::{Deserialize, Serialize};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+use wirelat_dataplane::synopsis::rda::TimestampCache;
+
+/// `[ship]`: where and how a point ships its epochs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShipConfig {
+    /// The peer, `host:port`.
+    pub peer: String,
+    /// File holding the pre-shared key in hex (see README: key set-up).
+    pub key_file: PathBuf,
+    /// Most epoch synopses held in memory while unacknowledged.
+    #[serde(default = "default_queue_messages")]
+    pub queue_messages: usize,
+    /// Most bytes held in memory while unacknowledged.
+    #[serde(default = "default_queue_bytes")]
+    pub queue_bytes: u64,
+    /// Directory for what does not fit in memory, and for what is unacknowledged at close (so
+    /// a restart resends it). Without it those epochs are given up (and counted).
+    #[serde(default)]
+    pub spill_dir: Option<PathBuf>,
+    /// Most bytes in the spill directory.
+    #[serde(default = "default_spill_bytes")]
+    pub spill_bytes: u64,
+    /// Write every epoch to the spill directory as it is queued, so even a crash of the point
+    /// loses nothing that was harvested.
+    #[serde(default)]
+    pub spill_all: bool,
+    /// Give up an epoch the peer has not acknowledged after this long (0: never).
+    #[serde(default)]
+    pub max_age_ms: u64,
+    /// First reconnect delay; doubles per failure up to `backoff_max_ms`.
+    #[serde(default = "default_backoff_initial_ms")]
+    pub backoff_initial_ms: u64,
+    /// Longest reconnect delay.
+    #[serde(default = "default_backoff_max_ms")]
+    pub backoff_max_ms: u64,
+    /// TCP connect and handshake timeout, and the write timeout of a connection.
+    #[serde(default = "default_io_timeout_ms")]
+    pub io_timeout_ms: u64,
+    /// CPU to pin the shipper and connection threads to (keep it off the workers' cores).
+    #[serde(default)]
+    pub core: Option<usize>,
+    /// How long RDA caches are kept for the peer's look-ups.
+    #[serde(default = "default_retention_ms")]
+    pub rda_retention_ms: u64,
+    /// Most bytes of retained RDA caches (the oldest go first).
+    #[serde(default = "default_retention_bytes")]
+    pub rda_retention_bytes: u64,
+    /// How long `close` waits for the peer to acknowledge what is queued.
+    #[serde(default = "default_close_timeout_ms")]
+    pub close_timeout_ms: u64,
+    /// Largest frame body accepted from the peer.
+    #[serde(default = "default_max_body")]
+    pub max_body_bytes: u32,
+}
+
+fn default_queue_messages() -> usize {
+    4096
+}
+fn default_queue_bytes() -> u64 {
+    512 << 20
+}
+fn default_spill_bytes() -> u64 {
+    8 << 30
+}
+fn default_backoff_initial_ms() -> u64 {
+    100
+}
+fn default_backoff_max_ms() -> u64 {
+    5_000
+}
+fn default_io_timeout_ms() -> u64 {
+    5_000
+}
+fn default_retention_ms() -> u64 {
+    300_000
+}
+fn default_retention_bytes() -> u64 {
+    1 << 30
+}
+fn default_close_timeout_ms() -> u64 {
+    10_000
+}
+fn default_max_body() -> u32 {
+    DEFAULT_MAX_BODY_BYTES
+}
+
+impl ShipConfig {
+    /// A configuration with every default for `peer` and `key_file`.
+    pub fn new(peer: impl Into<String>, key_file: impl Into<PathBuf>) -> Self {
+        Self {
+            peer: peer.into(),
+            key_file: key_file.into(),
+            queue_messages: default_queue_messages(),
+            queue_bytes: default_queue_bytes(),
+            spill_dir: None,
+            spill_bytes: default_spill_bytes(),
+            spill_all: false,
+            max_age_ms: 0,
+            backoff_initial_ms: default_backoff_initial_ms(),
+            backoff_max_ms: default_backoff_max_ms(),
+            io_timeout_ms: default_io_timeout_ms(),
+            core: None,
+            rda_retention_ms: default_retention_ms(),
+            rda_retention_bytes: default_retention_bytes(),
+            close_timeout_ms: default_close_timeout_ms(),
+            max_body_bytes: default_max_body(),
+        }
+    }
+}
+
+/// A network sink could not be set up.
+#[derive(Debug, Error)]
+pub enum ShipError {
+    /// The key file.
+    #[error(transparent)]
+    Key(#[from] crate::auth::KeyError),
+    /// A bad setting.
+    #[error("[ship] {0}")]
+    Config(String),
+    /// The spill directory.
+    #[error("[ship] spill_dir {}: {source}", path.display())]
+    Spill {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The shipper thread.
+    #[error("cannot start the shipper thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// What a network sink did (a snapshot of its counters).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ShipCounters {
+    /// Epoch synopses handed to the sink.
+    pub delivered: u64,
+    /// Of those, already queued under the same key (dropped).
+    pub duplicate_deliveries: u64,
+    /// Frames written to a connection (resends included).
+    pub sent: u64,
+    /// Frames written again after a reconnect.
+    pub resent: u64,
+    /// Epoch synopses the peer acknowledged.
+    pub acked: u64,
+    /// Given up, by reason.
+    pub given_up: Vec<(&'static str, u64)>,
+    /// Epoch synopses waiting for an acknowledgement now.
+    pub queued: u64,
+    /// Of those, held only in the spill directory.
+    pub spilled: u64,
+    /// Entries loaded from the spill directory at start-up.
+    pub loaded_from_spill: u64,
+    /// Successful handshakes.
+    pub connections: u64,
+    /// Failed connection attempts (refused, timed out, handshake failed, rejected).
+    pub connect_failures: u64,
+    /// Connections the peer refused with a reason.
+    pub rejected_by_peer: u64,
+    /// RDA caches retained / expired / evicted.
+    pub rda_caches_retained: u64,
+    /// See `rda_caches_retained`.
+    pub rda_caches_expired: u64,
+    /// See `rda_caches_retained`.
+    pub rda_caches_evicted: u64,
+    /// Look-up requests answered, ids looked up, requests for a cache not held.
+    pub rda_lookups: u64,
+    /// See `rda_lookups`.
+    pub rda_lookup_ids: u64,
+    /// See `rda_lookups`.
+    pub rda_lookup_misses: u64,
+    /// Late-binding bank builds answered.
+    pub rda_binds: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    delivered: AtomicU64,
+    duplicates: AtomicU64,
+    sent: AtomicU64,
+    resent: AtomicU64,
+    acked: AtomicU64,
+    loaded: AtomicU64,
+    connections: AtomicU64,
+    connect_failures: AtomicU64,
+    rejected: AtomicU64,
+}
+
+struct Shared {
+    point: u32,
+    cfg: ShipConfig,
+    psk: PreSharedKey,
+    fingerprints: Vec<(wirelat_dataplane::synopsis::SynopsisKind, u64)>,
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    stop: AtomicBool,
+    given_up: GiveUpCounters,
+    counters: Counters,
+    retained: Mutex<RetainedCaches>,
+    /// The writer of the live connection, so `close` can cut it.
+    live: Mutex<Option<Arc<Mutex<FrameWriter>>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means another thread panicked mid-update; the state stays usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    fn give_up(&self, key: &MessageKey, reason: GiveUp) {
+        self.given_up.add(reason);
+        tracing::warn!(%key, reason = reason.name(), "epoch synopsis given up: it will not reach the peer");
+    }
+}
+
+/// The network [`EpochSink`]: queues every epoch synopsis and ships it to the peer.
+pub struct NetworkSink {
+    shared: Arc<Shared>,
+    shipper: Option<JoinHandle<()>>,
+    closed: bool,
+}
+
+impl NetworkSink {
+    /// Stops the shipper after waiting up to `wait` for the peer's acknowledgements; what is
+    /// still unacknowledged goes to the spill directory, or is given up without one.
+    fn shut(&mut self, wait: Duration) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        let s = &self.shared;
+        lock(&s.queue).advance_watermark(u64::MAX);
+        s.wake.notify_all();
+        let deadline = Instant::now() + wait;
+        loop {
+            let connected = lock(&s.live).is_some();
+            let q = lock(&s.queue);
+            // Done when everything was acknowledged and the final watermark announced (or
+            // there is no connection to announce it on).
+            if q.is_empty() && (!q.has_work() || !connected) {
+                break;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            let wait = (deadline - now).min(Duration::from_millis(50));
+            drop(s.wake.wait_timeout(q, wait).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0));
+        }
+        s.stop.store(true, Ordering::SeqCst);
+        if let Some(w) = lock(&s.live).take() {
+            lock(&w).shutdown();
+        }
+        s.wake.notify_all();
+        if let Some(h) = self.shipper.take() {
+            let _ = h.join();
+        }
+        let lost = lock(&s.queue).spill_remaining();
+        for key in &lost {
+            s.give_up(key, GiveUp::UnackedAtClose);
+        }
+        let c = snapshot(s);
+        if c.queued > 0 {
+            tracing::warn!(
+                left = c.queued,
+                "closing with unacknowledged epoch synopses in the spill directory; the next start resends them"
+            );
+        }
+        tracing::info!(
+            delivered = c.delivered,
+            acked = c.acked,
+            sent = c.sent,
+            resent = c.resent,
+            given_up = s.given_up.total(),
+            connections = c.connections,
+            "network sink closed"
+        );
+    }
+}
+
+impl NetworkSink {
+    /// A sink for `point` that ships to `cfg.peer`. `synopses` is the point's synopsis
+    /// configuration: its fingerprints go into the hello, and RDA late binding needs it.
+    /// Loads the spill directory (resending what a previous run left unacknowledged) and
+    /// starts the shipper thread.
+    pub fn new(point: u32, synopses: &SynopsesConfig, cfg: ShipConfig) -> Result<Self, ShipError> {
+        if cfg.queue_messages == 0 {
+            return Err(ShipError::Config("queue_messages must be at least 1".into()));
+        }
+        if cfg.backoff_initial_ms == 0 || cfg.backoff_max_ms < cfg.backoff_initial_ms {
+            return Err(ShipError::Config("need 0 < backoff_initial_ms <= backoff_max_ms".into()));
+        }
+        if cfg.spill_all && cfg.spill_dir.is_none() {
+            return Err(ShipError::Config("spill_all needs spill_dir".into()));
+        }
+        let psk = PreSharedKey::load(&cfg.key_file)?;
+        if let Some(dir) = &cfg.spill_dir {
+            std::fs::create_dir_all(dir).map_err(|source| ShipError::Spill { path: dir.clone(), source })?;
+        }
+        let mut queue = Queue::new(QueueLimits {
+            memory_messages: cfg.queue_messages,
+            memory_bytes: cfg.queue_bytes,
+            spill_dir: cfg.spill_dir.clone(),
+            spill_bytes: cfg.spill_bytes,
+            spill_all: cfg.spill_all,
+        });
+        let given_up = GiveUpCounters::default();
+        let (loaded, bad) = queue.load_spill(cfg.max_body_bytes);
+        for path in &bad {
+            given_up.add(GiveUp::SpillCorrupt);
+            tracing::warn!(file = %path.display(), reason = GiveUp::SpillCorrupt.name(), "epoch synopsis given up: unreadable spill file removed");
+        }
+        if loaded > 0 {
+            tracing::info!(loaded, "resending epoch synopses left unacknowledged by a previous run");
+        }
+        let retained = RetainedCaches::new(
+            point,
+            synopses.rda.clone(),
+            Duration::from_millis(cfg.rda_retention_ms),
+            cfg.rda_retention_bytes,
+        );
+        let shared = Arc::new(Shared {
+            point,
+            fingerprints: synopses.fingerprints(),
+            psk,
+            queue: Mutex::new(queue),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+            given_up,
+            counters: Counters::default(),
+            retained: Mutex::new(retained),
+            live: Mutex::new(None),
+            cfg,
+        });
+        shared.counters.loaded.store(loaded as u64, Ordering::Relaxed);
+        let s = shared.clone();
+        let shipper = std::thread::Builder::new()
+            .name("wirelat-ship".into())
+            .spawn(move || shipper_main(&s))
+            .map_err(ShipError::Thread)?;
+        Ok(Self { shared, shipper: Some(shipper), closed: false })
+    }
+
+    /// A snapshot of the counters.
+    pub fn counters(&self) -> ShipCounters {
+        snapshot(&self.shared)
+    }
+
+    /// Raises the watermark explicitly: every epoch below `passed_epoch` has been delivered
+    /// (the runtime may call this when epochs pass without traffic).
+    pub fn advance(&self, passed_epoch: u64) {
+        lock(&self.shared.queue).advance_watermark(passed_epoch);
+        self.shared.wake.notify_all();
+    }
+}
+
+fn snapshot(s: &Shared) -> ShipCounters {
+    let c = &s.counters;
+    let (queued, spilled) = {
+        let q = lock(&s.queue);
+        (q.len() as u64, q.spilled() as u64)
+    };
+    let r = lock(&s.retained);
+    let rc = &r.counters;
+    let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    ShipCounters {
+        delivered: get(&c.delivered),
+        duplicate_deliveries: get(&c.duplicates),
+        sent: get(&c.sent),
+        resent: get(&c.resent),
+        acked: get(&c.acked),
+        given_up: s.given_up.snapshot().into_iter().map(|(g, n)| (g.name(), n)).collect(),
+        queued,
+        spilled,
+        loaded_from_spill: get(&c.loaded),
+        connections: get(&c.connections),
+        connect_failures: get(&c.connect_failures),
+        rejected_by_peer: get(&c.rejected),
+        rda_caches_retained: get(&rc.retained),
+        rda_caches_expired: get(&rc.expired),
+        rda_caches_evicted: get(&rc.evicted),
+        rda_lookups: get(&rc.lookups),
+        rda_lookup_ids: get(&rc.lookup_ids),
+        rda_lookup_misses: get(&rc.missed),
+        rda_binds: get(&rc.binds),
+    }
+}
+
+impl EpochSink for NetworkSink {
+    fn deliver(&mut self, msg: &EpochMessage) {
+        let s = &self.shared;
+        s.counters.delivered.fetch_add(1, Ordering::Relaxed);
+        let key = MessageKey { point: msg.point, segment: msg.segment, epoch: msg.epoch, kind: msg.kind };
+        let frame = Message::Epoch(EpochFrame {
+            key,
+            fingerprint: msg.fingerprint,
+            complete: msg.complete,
+            epoch_len_ns: msg.epoch_len_ns,
+            synopsis: msg.body.clone(),
+        })
+        .encode();
+        let offer = {
+            let mut q = lock(&s.queue);
+            // The harvest emits epochs in order: everything below this one is delivered.
+            q.advance_watermark(msg.epoch);
+            q.offer(key, frame)
+        };
+        match offer {
+            Offer::Queued => {}
+            Offer::Duplicate => {
+                s.counters.duplicates.fetch_add(1, Ordering::Relaxed);
+            }
+            Offer::GivenUp(reason) => s.give_up(&key, reason),
+        }
+        s.wake.notify_all();
+    }
+
+    fn retain_rda_cache(&mut self, segment: u32, epoch: u64, cache: &TimestampCache) {
+        lock(&self.shared.retained).retain(segment, epoch, cache);
+    }
+
+    fn progress(&mut self, passed_epoch: u64) {
+        self.advance(passed_epoch);
+    }
+
+    fn close(&mut self) {
+        let wait = Duration::from_millis(self.shared.cfg.close_timeout_ms);
+        self.shut(wait);
+    }
+}
+
+impl Drop for NetworkSink {
+    fn drop(&mut self) {
+        // Without an explicit close, stop at once (no waiting for acknowledgements).
+        self.shut(Duration::ZERO);
+    }
+}
+
+fn resolve(peer: &str) -> std::io::Result<SocketAddr> {
+    peer.to_socket_addrs()?.next().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::NotFound, format!("{peer} resolves to no address"))
+    })
+}
+
+/// Sleeps up to `d`, waking early when the sink stops.
+fn pause(s: &Shared, d: Duration) {
+    let deadline = Instant::now() + d;
+    let mut q = lock(&s.queue);
+    while !s.stop.load(Ordering::SeqCst) {
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        q = s.wake.wait_timeout(q, deadline - now).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+    }
+}
+
+fn shipper_main(s: &Arc<Shared>) {
+    if let Some(core) = s.cfg.core {
+        pin_to(core);
+    }
+    let initial = Duration::from_millis(s.cfg.backoff_initial_ms);
+    let max = Duration::from_millis(s.cfg.backoff_max_ms);
+    let mut backoff = initial;
+    let mut failures_in_a_row = 0u64;
+    while !s.stop.load(Ordering::SeqCst) {
+        match session(s) {
+            Ok(()) => {
+                backoff = initial;
+                failures_in_a_row = 0;
+            }
+            Err((established, e)) => {
+                if established {
+                    backoff = initial;
+                    failures_in_a_row = 0;
+                } else {
+                    s.counters.connect_failures.fetch_add(1, Ordering::Relaxed);
+                    failures_in_a_row += 1;
+                }
+                if !s.stop.load(Ordering::SeqCst) {
+                    // Log the first failure and then every 10th, so a long outage stays readable.
+                    if failures_in_a_row <= 1 || failures_in_a_row.is_multiple_of(10) {
+                        tracing::warn!(peer = %s.cfg.peer, error = %e, retry_in_ms = backoff.as_millis() as u64, failures = failures_in_a_row, "connection to the peer failed");
+                    }
+                    pause(s, backoff);
+                    if !established {
+                        backoff = (backoff * 2).min(max);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn pin_to(core: usize) {
+    let ids = core_affinity::get_core_ids().unwrap_or_default();
+    match ids.into_iter().find(|c| c.id == core) {
+        Some(id) if core_affinity::set_for_current(id) => {}
+        _ => tracing::warn!(core, "cannot pin the shipper thread to this core; it runs unpinned"),
+    }
+}
+
+/// One connection: handshake, then ship until it fails or the sink stops. The error says
+/// whether the handshake had succeeded.
+fn session(s: &Arc<Shared>) -> Result<(), (bool, ConnError)> {
+    let timeout = Duration::from_millis(s.cfg.io_timeout_ms.max(1));
+    let addr = resolve(&s.cfg.peer).map_err(|e| (false, e.into()))?;
+    let stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| (false, e.into()))?;
+    // Not the full watermark: what is unacknowledged below it is only about to be resent.
+    let watermark = lock(&s.queue).safe_watermark();
+    let hello = Hello { point: s.point, watermark, fingerprints: s.fingerprints.clone() };
+    let (reader, writer) = conn::client_handshake(stream, &s.psk, &hello, s.cfg.max_body_bytes, timeout)
+        .map_err(|e| (false, e))?;
+    let writer = Arc::new(Mutex::new(writer));
+    let _ = lock(&writer).set_timeout(Some(timeout));
+    *lock(&s.live) = Some(writer.clone());
+    let gone = Arc::new(AtomicBool::new(false));
+    let rejected = Arc::new(Mutex::new(None::<String>));
+    let rd = {
+        let (s, w, gone, rejected) = (s.clone(), writer.clone(), gone.clone(), rejected.clone());
+        std::thread::Builder::new()
+            .name("wirelat-ship-rx".into())
+            .spawn(move || reader_main(&s, reader, &w, &gone, &rejected))
+            .map_err(|e| (false, e.into()))?
+    };
+    s.counters.connections.fetch_add(1, Ordering::Relaxed);
+    tracing::info!(peer = %s.cfg.peer, point = s.point, "connected to the peer");
+    let resend = {
+        let mut q = lock(&s.queue);
+        q.mark_all_unsent();
+        q.len() as u64
+    };
+    let result = ship_loop(s, &writer, &gone, resend);
+    lock(&writer).shutdown();
+    let _ = rd.join();
+    *lock(&s.live) = None;
+    if let Some(reason) = lock(&rejected).take() {
+        s.counters.rejected.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(peer = %s.cfg.peer, %reason, "the peer refused this point");
+        return Err((false, ConnError::Rejected(reason)));
+    }
+    result.map_err(|e| (true, e))
+}
+
+fn ship_loop(
+    s: &Shared,
+    writer: &Mutex<FrameWriter>,
+    gone: &AtomicBool,
+    mut resend: u64,
+) -> Result<(), ConnError> {
+    let max_age = (s.cfg.max_age_ms > 0).then(|| Duration::from_millis(s.cfg.max_age_ms));
+    let mut last_given_up = u64::MAX;
+    let mut announced = 0u64;
+    loop {
+        if s.stop.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if gone.load(Ordering::SeqCst) {
+            return Err(ConnError::Closed);
+        }
+        let work = {
+            let mut q = lock(&s.queue);
+            if let Some(age) = max_age {
+                for key in q.expire(age) {
+                    s.give_up(&key, GiveUp::TooOld);
+                }
+            }
+            if !q.has_work() && s.given_up.total() == last_given_up {
+                q = s
+                    .wake
+                    .wait_timeout(q, Duration::from_millis(200))
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|p| p.into_inner().0);
+            }
+            q.next_work(64)
+        };
+        lock(&s.retained).expire();
+        for (key, src) in work.items {
+            let frame = match src {
+                FrameSource::Memory(f) => f,
+                FrameSource::Disk(p) => match std::fs::read(&p) {
+                    Ok(b) => Arc::new(b),
+                    Err(e) => {
+                        tracing::warn!(file = %p.display(), error = %e, "cannot read a spilled epoch synopsis");
+                        if lock(&s.queue).give_up(&key) {
+                            s.give_up(&key, GiveUp::SpillFailed);
+                        }
+                        continue;
+                    }
+                },
+            };
+            lock(writer).send_frame(&frame)?;
+            s.counters.sent.fetch_add(1, Ordering::Relaxed);
+            if resend > 0 {
+                resend -= 1;
+                s.counters.resent.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        // A new give-up count goes out with the last watermark already announced: a newer one
+        // only after everything queued before it was sent.
+        let total = s.given_up.total();
+        if let Some(watermark) = work.progress.or((total != last_given_up).then_some(announced)) {
+            let given_up = s.given_up.snapshot();
+            lock(writer).send(&Message::Progress { point: s.point, watermark, given_up })?;
+            announced = watermark;
+            last_given_up = total;
+        }
+        s.wake.notify_all();
+    }
+}
+
+fn reader_main(
+    s: &Shared,
+    mut reader: FrameReader,
+    writer: &Mutex<FrameWriter>,
+    gone: &AtomicBool,
+    rejected: &Mutex<Option<String>>,
+) {
+    if let Some(core) = s.cfg.core {
+        pin_to(core);
+    }
+    loop {
+        let m = match reader.read() {
+            Ok(m) => m,
+            Err(e) => {
+                if !s.stop.load(Ordering::SeqCst) && !matches!(e, ConnError::Closed) {
+                    tracing::warn!(error = %e, "connection to the peer lost");
+                }
+                break;
+            }
+        };
+        let reply = match m {
+            Message::Ack(key) => {
+                if lock(&s.queue).ack(&key) {
+                    s.counters.acked.fetch_add(1, Ordering::Relaxed);
+                    s.wake.notify_all();
+                }
+                None
+            }
+            Message::LookupRequest { request_id, cache, ids } => {
+                let (status, timestamps) = lock(&s.retained).lookup(&cache, &ids);
+                Some(Message::LookupResponse { request_id, status, timestamps })
+            }
+            Message::BindRequest { request_id, cache, buckets_per_bank } => {
+                let (status, banks) = lock(&s.retained).bind(&cache, buckets_per_bank);
+                Some(Message::BindResponse { request_id, status, banks })
+            }
+            Message::Reject { reason } => {
+                *lock(rejected) = Some(reason);
+                break;
+            }
+            other => {
+                tracing::warn!(
+                    message = other.msg_type().name(),
+                    "unexpected message from the peer; reconnecting"
+                );
+                break;
+            }
+        };
+        if let Some(r) = reply
+            && lock(writer).send(&r).is_err()
+        {
+            break;
+        }
+    }
+    gone.store(true, Ordering::SeqCst);
+    lock(writer).shutdown();
+    s.wake.notify_all();
+}

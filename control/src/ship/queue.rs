@@ -1,0 +1,495 @@
+//! The point's queue of epoch synopses not yet acknowledged by the peer: bounded in memory,
+//! optionally spilled to a directory, resent after every reconnect, dropped only on the
+//! peer's acknowledgement or a counted give-up.
+//!
+//! Entries keep their enqueue order; the shipper sends them in that order, and a progress
+//! watermark only after every entry enqueued before it was sent (so the peer never takes an
+//! epoch for empty while its synopsis is still on the way). Spill files hold the frame as on
+//! the wire without its tag (`p<point>-s<segment>-e<epoch>-k<kind>.wlq`); they are written to
+//! a temporary name and renamed, and checked (checksum) when loaded at start-up.
+
+use crate::wire::{DEFAULT_MAX_BODY_BYTES, GiveUp, Message, MessageKey};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Limits of a queue.
+#[derive(Clone, Debug)]
+pub struct QueueLimits {
+    /// Most entries held in memory.
+    pub memory_messages: usize,
+    /// Most frame bytes held in memory.
+    pub memory_bytes: u64,
+    /// Where entries go when memory is full (and every entry with `spill_all`).
+    pub spill_dir: Option<PathBuf>,
+    /// Most bytes in the spill directory.
+    pub spill_bytes: u64,
+    /// Write every entry to the spill directory as it is queued (survives a crash).
+    pub spill_all: bool,
+}
+
+/// Give-up counters by reason.
+#[derive(Debug, Default)]
+pub struct GiveUpCounters([AtomicU64; GiveUp::ALL.len()]);
+
+impl GiveUpCounters {
+    /// Counts one give-up.
+    pub fn add(&self, g: GiveUp) {
+        if let Some(c) = self.0.get(g as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// (reason, count) for every reason.
+    pub fn snapshot(&self) -> Vec<(GiveUp, u64)> {
+        GiveUp::ALL.into_iter().map(|g| (g, self.get(g))).collect()
+    }
+
+    /// One reason's count.
+    pub fn get(&self, g: GiveUp) -> u64 {
+        self.0.get(g as usize).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Sum over reasons.
+    pub fn total(&self) -> u64 {
+        GiveUp::ALL.into_iter().map(|g| self.get(g)).sum()
+    }
+}
+
+struct Entry {
+    key: MessageKey,
+    frame: Option<Arc<Vec<u8>>>,
+    spill: Option<PathBuf>,
+    bytes: u64,
+    enqueued: Instant,
+    sent: bool,
+}
+
+/// What the shipper should send next.
+pub struct Work {
+    /// Frames in enqueue order: (key, frame bytes or the spill file to read them from).
+    pub items: Vec<(MessageKey, FrameSource)>,
+    /// The watermark to announce after them, when `items` holds every unsent entry.
+    pub progress: Option<u64>,
+}
+
+/// Where a frame's bytes are.
+pub enum FrameSource {
+    /// In memory.
+    Memory(Arc<Vec<u8>>),
+    /// In this spill file only.
+    Disk(PathBuf),
+}
+
+/// What happened to an offered entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offer {
+    /// Queued (in memory, on disk or both).
+    Queued,
+    /// An entry with this key is already queued; the new one was dropped.
+    Duplicate,
+    /// Given up, with this reason.
+    GivenUp(GiveUp),
+}
+
+/// The queue (not thread-safe by itself; the sink wraps it in a mutex).
+pub struct Queue {
+    limits: QueueLimits,
+    entries: BTreeMap<u64, Entry>,
+    by_key: HashMap<MessageKey, u64>,
+    next_seq: u64,
+    cursor: u64,
+    memory_messages: usize,
+    memory_bytes: u64,
+    spill_bytes: u64,
+    watermark: u64,
+    announced: Option<u64>,
+}
+
+impl Queue {
+    /// An empty queue.
+    pub fn new(limits: QueueLimits) -> Self {
+        Self {
+            limits,
+            entries: BTreeMap::new(),
+            by_key: HashMap::new(),
+            next_seq: 0,
+            cursor: 0,
+            memory_messages: 0,
+            memory_bytes: 0,
+            spill_bytes: 0,
+            watermark: 0,
+            announced: None,
+        }
+    }
+
+    /// Entries not yet acknowledged.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when every entry was acknowledged.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Entries held only on disk.
+    pub fn spilled(&self) -> usize {
+        self.entries.values().filter(|e| e.frame.is_none()).count()
+    }
+
+    /// Raises the watermark (every epoch below it was delivered).
+    pub fn advance_watermark(&mut self, w: u64) {
+        self.watermark = self.watermark.max(w);
+    }
+
+    /// The current watermark.
+    pub fn watermark(&self) -> u64 {
+        self.watermark
+    }
+
+    /// What a new connection may claim before resending: every epoch below it was delivered
+    /// *and* acknowledged or given up (the watermark, lowered to the oldest unacknowledged
+    /// entry, which is about to be sent again).
+    pub fn safe_watermark(&self) -> u64 {
+        self.entries.values().map(|e| e.key.epoch).min().map_or(self.watermark, |e| e.min(self.watermark))
+    }
+
+    fn memory_has_room(&self, bytes: u64) -> bool {
+        self.memory_messages < self.limits.memory_messages
+            && self.memory_bytes.saturating_add(bytes) <= self.limits.memory_bytes
+    }
+
+    fn spill_path(dir: &Path, key: &MessageKey) -> PathBuf {
+        dir.join(format!("p{}-s{}-e{}-k{}.wlq", key.point, key.segment, key.epoch, key.kind as u8))
+    }
+
+    fn write_spill(&mut self, key: &MessageKey, frame: &[u8]) -> Result<Option<PathBuf>, GiveUp> {
+        let Some(dir) = self.limits.spill_dir.clone() else { return Ok(None) };
+        let bytes = frame.len() as u64;
+        if self.spill_bytes.saturating_add(bytes) > self.limits.spill_bytes {
+            return Err(GiveUp::QueueFull);
+        }
+        let path = Self::spill_path(&dir, key);
+        let tmp = path.with_extension("tmp");
+        let written = std::fs::write(&tmp, frame).and_then(|()| std::fs::rename(&tmp, &path));
+        match written {
+            Ok(()) => {
+                self.spill_bytes += bytes;
+                Ok(Some(path))
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot spill an epoch synopsis");
+                Err(GiveUp::SpillFailed)
+            }
+        }
+    }
+
+    /// Queues the frame of `key`.
+    pub fn offer(&mut self, key: MessageKey, frame: Vec<u8>) -> Offer {
+        if self.by_key.contains_key(&key) {
+            return Offer::Duplicate;
+        }
+        let bytes = frame.len() as u64;
+        let in_memory = self.memory_has_room(bytes);
+        let spill = if self.limits.spill_all || !in_memory {
+            match self.write_spill(&key, &frame) {
+                Ok(p) => p,
+                Err(g) if !in_memory => return Offer::GivenUp(g),
+                // Spilling everything failed, but memory has room: keep it there.
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
+        if !in_memory && spill.is_none() {
+            return Offer::GivenUp(GiveUp::QueueFull);
+        }
+        let frame = in_memory.then(|| Arc::new(frame));
+        if frame.is_some() {
+            self.memory_messages += 1;
+            self.memory_bytes += bytes;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.entries.insert(seq, Entry { key, frame, spill, bytes, enqueued: Instant::now(), sent: false });
+        self.by_key.insert(key, seq);
+        Offer::Queued
+    }
+
+    fn remove_seq(&mut self, seq: u64) -> Option<Entry> {
+        let e = self.entries.remove(&seq)?;
+        self.by_key.remove(&e.key);
+        if e.frame.is_some() {
+            self.memory_messages -= 1;
+            self.memory_bytes -= e.bytes;
+        }
+        if let Some(p) = &e.spill {
+            let _ = std::fs::remove_file(p);
+            self.spill_bytes = self.spill_bytes.saturating_sub(e.bytes);
+        }
+        Some(e)
+    }
+
+    /// The peer consumed `key`: drop it (and its spill file). False if it was not queued.
+    pub fn ack(&mut self, key: &MessageKey) -> bool {
+        match self.by_key.get(key).copied() {
+            Some(seq) => self.remove_seq(seq).is_some(),
+            None => false,
+        }
+    }
+
+    /// A new connection: everything unacknowledged is sent again.
+    pub fn mark_all_unsent(&mut self) {
+        for e in self.entries.values_mut() {
+            e.sent = false;
+        }
+        self.cursor = 0;
+        self.announced = None;
+    }
+
+    /// Up to `max` unsent entries in order (marked sent), and the watermark to announce after
+    /// them if they are all that was unsent and it was not announced on this connection yet.
+    pub fn next_work(&mut self, max: usize) -> Work {
+        let mut items = Vec::new();
+        let mut more = false;
+        for (&seq, e) in self.entries.range_mut(self.cursor..) {
+            if e.sent {
+                continue;
+            }
+            if items.len() == max {
+                more = true;
+                break;
+            }
+            e.sent = true;
+            self.cursor = seq + 1;
+            let src = match (&e.frame, &e.spill) {
+                (Some(f), _) => FrameSource::Memory(f.clone()),
+                (None, Some(p)) => FrameSource::Disk(p.clone()),
+                // Every entry is in memory or on disk (offer refuses the rest).
+                (None, None) => continue,
+            };
+            items.push((e.key, src));
+        }
+        let progress = (!more && self.announced != Some(self.watermark)).then_some(self.watermark);
+        if progress.is_some() {
+            self.announced = progress;
+        }
+        Work { items, progress }
+    }
+
+    /// True when something is waiting to be sent or announced.
+    pub fn has_work(&self) -> bool {
+        self.entries.range(self.cursor..).any(|(_, e)| !e.sent) || self.announced != Some(self.watermark)
+    }
+
+    /// A frame read back from disk failed: give the entry up.
+    pub fn give_up(&mut self, key: &MessageKey) -> bool {
+        match self.by_key.get(key).copied() {
+            Some(seq) => {
+                if let Some(e) = self.entries.get(&seq)
+                    && let Some(p) = &e.spill
+                {
+                    let _ = std::fs::remove_file(p);
+                }
+                self.remove_seq(seq).is_some()
+            }
+            None => false,
+        }
+    }
+
+    /// Removes entries queued longer than `max_age` ago; returns their keys.
+    pub fn expire(&mut self, max_age: Duration) -> Vec<MessageKey> {
+        let now = Instant::now();
+        let old: Vec<u64> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| now.duration_since(e.enqueued) > max_age)
+            .map(|(&s, _)| s)
+            .collect();
+        old.into_iter().filter_map(|s| self.remove_seq(s)).map(|e| e.key).collect()
+    }
+
+    /// At close: writes every memory-only entry to the spill directory so the next start
+    /// resends it. Returns the keys that could not be kept (no directory, or writing failed).
+    pub fn spill_remaining(&mut self) -> Vec<MessageKey> {
+        let seqs: Vec<u64> = self.entries.keys().copied().collect();
+        let mut lost = Vec::new();
+        for seq in seqs {
+            let Some(e) = self.entries.get(&seq) else { continue };
+            if e.spill.is_some() {
+                continue;
+            }
+            let (key, frame) = (e.key, e.frame.clone());
+            let Some(frame) = frame else { continue };
+            match self.write_spill(&key, &frame) {
+                Ok(Some(p)) => {
+                    if let Some(e) = self.entries.get_mut(&seq) {
+                        e.spill = Some(p);
+                    }
+                }
+                _ => {
+                    lost.push(key);
+                    let _ = self.remove_seq(seq);
+                }
+            }
+        }
+        lost
+    }
+
+    /// Loads the spill directory (at start-up), in epoch order. Returns how many entries were
+    /// loaded and the paths of unreadable or corrupt files (removed).
+    pub fn load_spill(&mut self, max_body: u32) -> (usize, Vec<PathBuf>) {
+        let Some(dir) = self.limits.spill_dir.clone() else { return (0, Vec::new()) };
+        let Ok(read) = std::fs::read_dir(&dir) else { return (0, Vec::new()) };
+        let mut found: Vec<(MessageKey, PathBuf, u64)> = Vec::new();
+        let mut bad = Vec::new();
+        for entry in read.flatten() {
+            let path = entry.path();
+            match path.extension().and_then(|e| e.to_str()) {
+                Some("wlq") => {}
+                Some("tmp") => {
+                    // A write cut short by a crash: never renamed, never acknowledged as queued.
+                    let _ = std::fs::remove_file(&path);
+                    continue;
+                }
+                _ => continue,
+            }
+            let bytes = std::fs::read(&path).ok();
+            match bytes.as_deref().map(|b| Message::decode(b, max_body.max(DEFAULT_MAX_BODY_BYTES))) {
+                Some(Ok(Message::Epoch(e))) => found.push((e.key, path, bytes.map_or(0, |b| b.len() as u64))),
+                _ => {
+                    let _ = std::fs::remove_file(&path);
+                    bad.push(path);
+                }
+            }
+        }
+        found.sort_by_key(|(k, _, _)| *k);
+        let n = found.len();
+        for (key, path, bytes) in found {
+            if self.by_key.contains_key(&key) {
+                continue;
+            }
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            self.spill_bytes += bytes;
+            self.entries.insert(
+                seq,
+                Entry { key, frame: None, spill: Some(path), bytes, enqueued: Instant::now(), sent: false },
+            );
+            self.by_key.insert(key, seq);
+        }
+        (n, bad)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::EpochFrame;
+    use wirelat_dataplane::synopsis::SynopsisKind;
+
+    fn key(epoch: u64) -> MessageKey {
+        MessageKey { point: 1, segment: 2, epoch, kind: SynopsisKind::Lda }
+    }
+
+    fn frame(epoch: u64, len: usize) -> Vec<u8> {
+        Message::Epoch(EpochFrame {
+            key: key(epoch),
+            fingerprint: 3,
+            complete: true,
+            epoch_len_ns: 10,
+            synopsis: vec![7; len],
+        })
+        .encode()
+    }
+
+    fn limits(mem: usize, spill: Option<&Path>) -> QueueLimits {
+        QueueLimits {
+            memory_messages: mem,
+            memory_bytes: 1 << 30,
+            spill_dir: spill.map(Path::to_path_buf),
+            spill_bytes: 1 << 30,
+            spill_all: false,
+        }
+    }
+
+    fn keys(w: &Work) -> Vec<u64> {
+        w.items.iter().map(|(k, _)| k.epoch).collect()
+    }
+
+    #[test]
+    fn sends_in_order_resends_after_reconnect_and_drops_on_ack() {
+        let mut q = Queue::new(limits(10, None));
+        for e in 0..3 {
+            assert_eq!(q.offer(key(e), frame(e, 4)), Offer::Queued);
+        }
+        assert_eq!(q.offer(key(1), frame(1, 4)), Offer::Duplicate);
+        q.advance_watermark(3);
+        let w = q.next_work(2);
+        assert_eq!(keys(&w), vec![0, 1]);
+        assert_eq!(w.progress, None, "no watermark before every earlier entry was sent");
+        let w = q.next_work(2);
+        assert_eq!(keys(&w), vec![2]);
+        assert_eq!(w.progress, Some(3));
+        assert!(!q.has_work());
+        assert!(q.ack(&key(1)));
+        assert!(!q.ack(&key(1)));
+        assert_eq!(q.safe_watermark(), 0, "epoch 0 is still unacknowledged");
+        assert!(q.ack(&key(0)));
+        assert_eq!(q.safe_watermark(), 2);
+        q.offer(key(0), frame(0, 4));
+        q.mark_all_unsent();
+        let w = q.next_work(10);
+        assert_eq!(keys(&w), vec![2, 0], "in enqueue order");
+        assert_eq!(w.progress, Some(3), "the watermark is announced again on a new connection");
+    }
+
+    #[test]
+    fn full_memory_without_spill_gives_up_and_with_spill_goes_to_disk() {
+        let mut q = Queue::new(limits(1, None));
+        assert_eq!(q.offer(key(0), frame(0, 4)), Offer::Queued);
+        assert_eq!(q.offer(key(1), frame(1, 4)), Offer::GivenUp(GiveUp::QueueFull));
+        let dir = tempfile::tempdir().unwrap();
+        let mut q = Queue::new(limits(1, Some(dir.path())));
+        assert_eq!(q.offer(key(0), frame(0, 4)), Offer::Queued);
+        assert_eq!(q.offer(key(1), frame(1, 4)), Offer::Queued);
+        assert_eq!(q.spilled(), 1);
+        let w = q.next_work(10);
+        assert!(matches!(w.items[1].1, FrameSource::Disk(_)));
+        assert!(q.ack(&key(1)));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "acked spill files are removed");
+    }
+
+    #[test]
+    fn spilled_entries_survive_a_restart_and_corrupt_files_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut q = Queue::new(limits(10, Some(dir.path())));
+        for e in [5, 3, 4] {
+            q.offer(key(e), frame(e, 8));
+        }
+        assert!(q.ack(&key(4)));
+        assert!(q.spill_remaining().is_empty());
+        std::fs::write(dir.path().join("p1-s2-e9-k2.wlq"), b"garbage").unwrap();
+        std::fs::write(dir.path().join("p1-s2-e8-k2.tmp"), b"half").unwrap();
+        drop(q);
+        let mut q = Queue::new(limits(10, Some(dir.path())));
+        let (n, bad) = q.load_spill(1 << 20);
+        assert_eq!((n, bad.len()), (2, 1));
+        assert_eq!(keys(&q.next_work(10)), vec![3, 5]);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn old_entries_expire() {
+        let mut q = Queue::new(limits(10, None));
+        q.offer(key(0), frame(0, 1));
+        assert!(q.expire(Duration::from_secs(60)).is_empty());
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(q.expire(Duration::from_millis(1)), vec![key(0)]);
+        assert!(q.is_empty());
+    }
+}

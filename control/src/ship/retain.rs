@@ -1,0 +1,236 @@
+//! The RDA ID → timestamp caches a point keeps after shipping an epoch, so the peer can look up
+//! the timestamps of reconciled packets (online mode) or have banks built with the m it chose
+//! (late binding). Caches are kept for a retention time and within a byte budget; expired and
+//! evicted caches are counted.
+//!
+//! A cache is stored as its (id, timestamp) pairs, collected on the control thread in one scan
+//! (no sort there) and sorted on first use by the connection thread that answers look-ups.
+
+use crate::wire::{CacheRef, LookupStatus};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use wirelat_dataplane::synopsis::rda::{Banks, RdaConfig, TimestampCache, sizing, wire as rda_wire};
+
+/// Counters of the retained caches.
+#[derive(Debug, Default)]
+pub struct RetainCounters {
+    /// Caches stored.
+    pub retained: AtomicU64,
+    /// Caches dropped because their retention time passed.
+    pub expired: AtomicU64,
+    /// Caches dropped early to stay within the byte budget.
+    pub evicted: AtomicU64,
+    /// Look-up requests answered.
+    pub lookups: AtomicU64,
+    /// Ids looked up.
+    pub lookup_ids: AtomicU64,
+    /// Look-ups and binds for a cache this point does not hold.
+    pub missed: AtomicU64,
+    /// Late-binding bank builds answered.
+    pub binds: AtomicU64,
+}
+
+struct Retained {
+    pairs: Vec<(u64, u64)>,
+    sorted: bool,
+    stored: Instant,
+}
+
+impl Retained {
+    fn bytes(&self) -> u64 {
+        (self.pairs.len() * 16) as u64
+    }
+}
+
+/// The caches of one point, keyed by (segment, epoch).
+pub struct RetainedCaches {
+    point: u32,
+    rda: Option<RdaConfig>,
+    retention: Duration,
+    max_bytes: u64,
+    bytes: u64,
+    caches: HashMap<(u32, u64), Retained>,
+    /// Counters.
+    pub counters: RetainCounters,
+}
+
+impl RetainedCaches {
+    /// Caches of `point` kept for `retention` within `max_bytes`; `rda` is the point's RDA
+    /// configuration (needed to build late-binding banks).
+    pub fn new(point: u32, rda: Option<RdaConfig>, retention: Duration, max_bytes: u64) -> Self {
+        Self {
+            point,
+            rda,
+            retention,
+            max_bytes,
+            bytes: 0,
+            caches: HashMap::new(),
+            counters: RetainCounters::default(),
+        }
+    }
+
+    /// Stores the cache of (`segment`, `epoch`).
+    pub fn retain(&mut self, segment: u32, epoch: u64, cache: &TimestampCache) {
+        let pairs: Vec<(u64, u64)> = cache.iter().collect();
+        let r = Retained { pairs, sorted: false, stored: Instant::now() };
+        self.bytes += r.bytes();
+        if let Some(old) = self.caches.insert((segment, epoch), r) {
+            self.bytes = self.bytes.saturating_sub(old.bytes());
+        }
+        self.counters.retained.fetch_add(1, Ordering::Relaxed);
+        self.expire();
+    }
+
+    /// Drops caches past their retention time, then the oldest ones while over budget.
+    pub fn expire(&mut self) {
+        let now = Instant::now();
+        let old: Vec<(u32, u64)> = self
+            .caches
+            .iter()
+            .filter(|(_, r)| now.duration_since(r.stored) > self.retention)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in old {
+            self.drop_cache(k);
+            self.counters.expired.fetch_add(1, Ordering::Relaxed);
+        }
+        while self.bytes > self.max_bytes && self.caches.len() > 1 {
+            let Some(oldest) = self.caches.iter().min_by_key(|(_, r)| r.stored).map(|(k, _)| *k) else {
+                break;
+            };
+            self.drop_cache(oldest);
+            self.counters.evicted.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                segment = oldest.0,
+                epoch = oldest.1,
+                "RDA cache evicted early to stay within the retention budget"
+            );
+        }
+    }
+
+    fn drop_cache(&mut self, k: (u32, u64)) {
+        if let Some(r) = self.caches.remove(&k) {
+            self.bytes = self.bytes.saturating_sub(r.bytes());
+        }
+    }
+
+    /// Caches held.
+    pub fn len(&self) -> usize {
+        self.caches.len()
+    }
+
+    /// True when none is held.
+    pub fn is_empty(&self) -> bool {
+        self.caches.is_empty()
+    }
+
+    fn get(&mut self, c: &CacheRef) -> Option<&Retained> {
+        if c.point != self.point {
+            return None;
+        }
+        let r = self.caches.get_mut(&(c.segment, c.epoch))?;
+        if !r.sorted {
+            r.pairs.sort_unstable_by_key(|p| p.0);
+            r.sorted = true;
+        }
+        Some(r)
+    }
+
+    /// Answers a look-up: the timestamp of each id, in order.
+    pub fn lookup(&mut self, c: &CacheRef, ids: &[u64]) -> (LookupStatus, Vec<Option<u64>>) {
+        self.counters.lookups.fetch_add(1, Ordering::Relaxed);
+        self.counters.lookup_ids.fetch_add(ids.len() as u64, Ordering::Relaxed);
+        let Some(r) = self.get(c) else {
+            self.counters.missed.fetch_add(1, Ordering::Relaxed);
+            return (LookupStatus::NoCache, Vec::new());
+        };
+        let out = ids
+            .iter()
+            .map(|id| {
+                r.pairs.binary_search_by_key(id, |p| p.0).ok().and_then(|i| r.pairs.get(i)).map(|p| p.1)
+            })
+            .collect();
+        (LookupStatus::Ok, out)
+    }
+
+    /// Builds late-binding banks with `m` buckets per bank from the cache and encodes them.
+    pub fn bind(&mut self, c: &CacheRef, m: u32) -> (LookupStatus, Vec<u8>) {
+        let Some(cfg) = self.rda.clone() else { return (LookupStatus::Refused, Vec::new()) };
+        let (lo, hi, _, _) = sizing::margins(&cfg);
+        let m = m as usize;
+        if m == 0 || m < lo.min(hi) || m > hi {
+            return (LookupStatus::Refused, Vec::new());
+        }
+        let Some(r) = self.get(c) else {
+            self.counters.missed.fetch_add(1, Ordering::Relaxed);
+            return (LookupStatus::NoCache, Vec::new());
+        };
+        let mut banks = Banks::new(&cfg, m);
+        for &(id, ts) in &r.pairs {
+            banks.insert(id, ts);
+        }
+        self.counters.binds.fetch_add(1, Ordering::Relaxed);
+        (LookupStatus::Ok, rda_wire::encode_banks(&cfg, &banks))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelat_dataplane::synopsis::SynopsisConfig;
+    use wirelat_dataplane::synopsis::rda::banks_from_cache;
+
+    fn cache(ids: &[u64]) -> TimestampCache {
+        let mut c = TimestampCache::new(64, 1);
+        for &id in ids {
+            c.insert(id, id * 10);
+        }
+        c
+    }
+
+    #[test]
+    fn lookups_answer_from_the_right_cache() {
+        let mut r = RetainedCaches::new(3, None, Duration::from_secs(60), 1 << 20);
+        r.retain(1, 7, &cache(&[5, 2, 9]));
+        let c = CacheRef { point: 3, segment: 1, epoch: 7 };
+        assert_eq!(r.lookup(&c, &[9, 4, 2]), (LookupStatus::Ok, vec![Some(90), None, Some(20)]));
+        assert_eq!(r.lookup(&CacheRef { epoch: 8, ..c }, &[9]).0, LookupStatus::NoCache);
+        assert_eq!(r.lookup(&CacheRef { point: 4, ..c }, &[9]).0, LookupStatus::NoCache);
+        assert_eq!(r.counters.missed.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn caches_expire_and_the_budget_evicts_the_oldest() {
+        let mut r = RetainedCaches::new(3, None, Duration::from_millis(1), 1 << 20);
+        r.retain(1, 1, &cache(&[1]));
+        std::thread::sleep(Duration::from_millis(5));
+        r.expire();
+        assert!(r.is_empty());
+        assert_eq!(r.counters.expired.load(Ordering::Relaxed), 1);
+        let mut r = RetainedCaches::new(3, None, Duration::from_secs(60), 40);
+        r.retain(1, 1, &cache(&[1, 2]));
+        r.retain(1, 2, &cache(&[3, 4]));
+        assert_eq!(r.len(), 1);
+        assert_eq!(r.counters.evicted.load(Ordering::Relaxed), 1);
+        assert_eq!(r.lookup(&CacheRef { point: 3, segment: 1, epoch: 2 }, &[3]).1, vec![Some(30)]);
+    }
+
+    #[test]
+    fn bound_banks_equal_the_library_binding() {
+        let cfg = RdaConfig::late_binding(2, 1 << 10);
+        assert!(cfg.validate().is_ok());
+        let mut c = TimestampCache::new(1000, cfg.cache_seed());
+        for id in 1..500u64 {
+            c.insert(id.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1, id * 3);
+        }
+        let mut r = RetainedCaches::new(1, Some(cfg.clone()), Duration::from_secs(60), 1 << 30);
+        r.retain(1, 0, &c);
+        let at = CacheRef { point: 1, segment: 1, epoch: 0 };
+        let (lo, _, _, _) = sizing::margins(&cfg);
+        let (status, bytes) = r.bind(&at, lo as u32);
+        assert_eq!(status, LookupStatus::Ok);
+        assert_eq!(bytes, rda_wire::encode_banks(&cfg, &banks_from_cache(&cfg, &c, lo)));
+        assert_eq!(r.bind(&at, 0).0, LookupStatus::Refused);
+    }
+}

@@ -1,0 +1,482 @@
+//! Synthetic measurement points, for tests and demos of the shipping path: seeded two-point
+//! traffic run through the real synopses, epoch by epoch, into the [`EpochMessage`]s and RDA
+//! caches both points' control threads would hand their sinks — and `wirelat sim-point`,
+//! which ships one point's epochs through a [`NetworkSink`] as an appliance would.
+//!
+//! The traffic: `packets_per_epoch` packets per direction and epoch over `flows` flows (skewed
+//! sizes), Weibull one-way delays, uniform loss, optional epochs in which the forward direction
+//! loses everything, and DNS exchanges for the fridge. Point "a" is upstream of the forward
+//! segment, "b" of the reverse one. The same seed gives the same epochs in every process, so
+//! a test can compute the expected estimates directly from [`simulate`]'s output.
+//!
+//! Not on any hot path; no packet parsing (flow keys and identities are drawn directly).
+
+use crate::ship::{NetworkSink, ShipConfig};
+use crate::sink::{EpochMessage, EpochSink, LOCAL_SEGMENT};
+use crate::synopses::SynopsesConfig;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+use std::time::Duration;
+use wirelat_dataplane::packet::{Exchange, ExchangeKind, FlowKey, Role};
+use wirelat_dataplane::sim::{DelayModel, rng};
+use wirelat_dataplane::synopsis::colate::Colate;
+use wirelat_dataplane::synopsis::fridge::FridgeSynopsis;
+use wirelat_dataplane::synopsis::hash::mix64;
+use wirelat_dataplane::synopsis::lda::Lda;
+use wirelat_dataplane::synopsis::lds::Lds;
+use wirelat_dataplane::synopsis::rda::{Rda, TimestampCache};
+use wirelat_dataplane::synopsis::{Observation, Synopsis, SynopsisConfig, SynopsisKind};
+
+/// `[sim]`: the traffic.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimTraffic {
+    /// Seed of everything.
+    pub seed: u64,
+    /// Epochs simulated.
+    pub epochs: u64,
+    /// E, ns.
+    pub epoch_len_ns: u64,
+    /// Number of the first epoch (the clock starts at `first_epoch · E`).
+    #[serde(default = "default_first")]
+    pub first_epoch: u64,
+    /// Packets per direction and epoch.
+    pub packets_per_epoch: u64,
+    /// Flows per direction.
+    pub flows: u32,
+    /// Mean one-way delay (Weibull, shape 0.8), ns.
+    pub mean_delay_ns: f64,
+    /// Loss probability per packet.
+    #[serde(default)]
+    pub loss: f64,
+    /// Epochs (relative to `first_epoch`) in which the downstream point sees no forward packet
+    /// (sent or arriving in them): 100 % loss, and no synopsis from that point.
+    #[serde(default)]
+    pub blackout_epochs: Vec<u64>,
+    /// DNS exchanges per epoch (both points see them; the fridge measures them).
+    #[serde(default)]
+    pub dns_per_epoch: u64,
+}
+
+fn default_first() -> u64 {
+    1000
+}
+
+/// `[point]` of a simulated point.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimPoint {
+    /// Its id.
+    pub id: u32,
+    /// "a" (client side, upstream of forward) or "b".
+    pub role: String,
+}
+
+/// `[segments]`: the segment ids of the two directions (the same numbers at both points).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimSegments {
+    /// Client → server (a → b).
+    pub forward: u32,
+    /// Server → client (b → a).
+    pub reverse: u32,
+}
+
+/// The whole `wirelat sim-point` file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimPointConfig {
+    /// This point.
+    pub point: SimPoint,
+    /// The id of the other point.
+    pub other_point: u32,
+    /// Segment ids.
+    pub segments: SimSegments,
+    /// Where to ship.
+    pub ship: ShipConfig,
+    /// Traffic.
+    pub sim: SimTraffic,
+    /// Synopses (the same tables as the collector's).
+    #[serde(default)]
+    pub synopses: SynopsesConfig,
+}
+
+/// What one point's control thread hands its sinks for one epoch.
+#[derive(Clone, Debug)]
+pub struct Harvest {
+    /// The epoch.
+    pub epoch: u64,
+    /// One message per (synopsis, segment) with packets.
+    pub messages: Vec<EpochMessage>,
+    /// RDA caches to retain: (segment, cache).
+    pub rda_caches: Vec<(u32, TimestampCache)>,
+}
+
+/// One packet as one point sees it.
+#[derive(Clone, Copy)]
+struct Seen {
+    ts_ns: u64,
+    segment: u32,
+    flow: FlowKey,
+    flow_hash: u64,
+    identity: u64,
+    exchange: Option<Exchange>,
+}
+
+fn ip(a: u8, b: u8, c: u8, d: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(a, b, c, d))
+}
+
+/// The packets each point sees: `[a, b]`.
+fn traffic(t: &SimTraffic, seg: SimSegments) -> Result<[Vec<Seen>; 2], String> {
+    if t.epoch_len_ns == 0 || t.flows == 0 {
+        return Err("[sim] epoch_len_ns and flows must be positive".into());
+    }
+    let sampler = DelayModel::Weibull { shape: 0.8, mean: t.mean_delay_ns }
+        .sampler()
+        .ok_or("[sim] mean_delay_ns must be positive")?;
+    let mut r = rng(t.seed);
+    let mut seen: [Vec<Seen>; 2] = [Vec::new(), Vec::new()];
+    let id_seed = mix64(t.seed ^ 0x5157_7061_636b_6574);
+    let mut counter = 0u64;
+    for i in 0..t.epochs {
+        let start = (t.first_epoch + i) * t.epoch_len_ns;
+        let blackout = t.blackout_epochs.contains(&i);
+        for forward in [true, false] {
+            let (up, down, segment) = if forward { (0, 1, seg.forward) } else { (1, 0, seg.reverse) };
+            for _ in 0..t.packets_per_epoch {
+                let u: f64 = r.random();
+                let f = ((u * u) * f64::from(t.flows)) as u32;
+                let client = ip(10, 1, (f >> 8) as u8, f as u8);
+                let server = ip(192, 0, 2, 1);
+                let port = 10_000 + (f % 50_000) as u16;
+                let flow = if forward {
+                    FlowKey::new(client, server, port, 443, 6)
+                } else {
+                    FlowKey::new(server, client, 443, port, 6)
+                };
+                counter += 1;
+                let identity = mix64(counter ^ id_seed);
+                let ts_up = start + r.random_range(0..t.epoch_len_ns);
+                let ts_down = ts_up + sampler.sample(&mut r).max(0.0) as u64;
+                // A blackout is the downstream tap seeing no forward packet in that epoch at
+                // all: sent in it, or arriving in it.
+                let arrival = (ts_down / t.epoch_len_ns).saturating_sub(t.first_epoch);
+                let dark = forward && (blackout || t.blackout_epochs.contains(&arrival));
+                let lost = r.random::<f64>() < t.loss || dark;
+                let s = Seen {
+                    ts_ns: ts_up,
+                    segment,
+                    flow,
+                    flow_hash: flow.hash(t.seed),
+                    identity,
+                    exchange: None,
+                };
+                seen[up].push(s);
+                if !lost {
+                    seen[down].push(Seen { ts_ns: ts_down, ..s });
+                }
+            }
+        }
+        for _ in 0..t.dns_per_epoch {
+            counter += 1;
+            let id = mix64(counter ^ id_seed);
+            let client = ip(10, 2, (id >> 8) as u8, id as u8);
+            let resolver = ip(198, 51, 100, 53);
+            let q = FlowKey::new(client, resolver, 20_000 + (id % 40_000) as u16, 53, 17);
+            let t0 = start + r.random_range(0..t.epoch_len_ns);
+            let (d1, d2) = (sampler.sample(&mut r) as u64, sampler.sample(&mut r) as u64);
+            let service = 20_000 + r.random_range(0..200_000u64);
+            let ex = |role| Some(Exchange { kind: ExchangeKind::Dns, role, id });
+            let req = Seen {
+                ts_ns: t0,
+                segment: LOCAL_SEGMENT,
+                flow: q,
+                flow_hash: q.hash(t.seed),
+                identity: id,
+                exchange: ex(Role::Request),
+            };
+            let resp = Seen { flow: q.reversed(), identity: id ^ 1, exchange: ex(Role::Response), ..req };
+            // A sees the query, then the answer a full round trip later; B sits closer to
+            // the resolver.
+            seen[0].push(req);
+            seen[0].push(Seen { ts_ns: t0 + d1 + service + d2, ..resp });
+            seen[1].push(Seen { ts_ns: t0 + d1, ..req });
+            seen[1].push(Seen { ts_ns: t0 + d1 + service, ..resp });
+        }
+    }
+    for s in &mut seen {
+        s.sort_by_key(|p| p.ts_ns);
+    }
+    Ok(seen)
+}
+
+/// Per (segment, epoch) synopses of one point.
+#[derive(Default)]
+struct Shard {
+    lda: Option<Lda>,
+    lds: Option<Lds>,
+    rda: Option<Rda>,
+    colate: Option<Colate>,
+}
+
+/// Folds `obs` into the synopsis in `slot`, creating it on first use (when enabled).
+fn feed<S: Synopsis<Carry = ()>>(
+    slot: &mut Option<S>,
+    cfg: Option<&S::Config>,
+    obs: &Observation<'_>,
+) -> Result<(), String> {
+    let Some(cfg) = cfg else { return Ok(()) };
+    if slot.is_none() {
+        *slot = Some(S::new(cfg).map_err(|e| e.to_string())?);
+    }
+    if let Some(s) = slot {
+        s.update(&mut (), obs);
+    }
+    Ok(())
+}
+
+fn message(
+    point: u32,
+    segment: u32,
+    epoch: u64,
+    e: u64,
+    kind: SynopsisKind,
+    fp: u64,
+    body: Vec<u8>,
+) -> EpochMessage {
+    EpochMessage {
+        point,
+        segment,
+        epoch,
+        epoch_len_ns: e,
+        kind,
+        fingerprint: fp,
+        complete: true,
+        body,
+        summary: serde_json::json!({ "simulated": true }),
+    }
+}
+
+/// Both points' harvests (`[a, b]`, epochs ascending; only epochs with packets), for point ids
+/// `ids = [a, b]`.
+pub fn simulate(
+    t: &SimTraffic,
+    syn: &SynopsesConfig,
+    seg: SimSegments,
+    ids: [u32; 2],
+) -> Result<[Vec<Harvest>; 2], String> {
+    syn.validate().map_err(|e| e.to_string())?;
+    let seen = traffic(t, seg)?;
+    let e = t.epoch_len_ns;
+    let mut out: [Vec<Harvest>; 2] = [Vec::new(), Vec::new()];
+    for (which, packets) in seen.iter().enumerate() {
+        let point = ids[which];
+        let mut shards: BTreeMap<(u64, u32), Shard> = BTreeMap::new();
+        let mut fridges: BTreeMap<u64, FridgeSynopsis> = BTreeMap::new();
+        let mut carry = syn.fridge.as_ref().map(FridgeSynopsis::new_carry);
+        for p in packets {
+            let epoch = p.ts_ns / e;
+            let obs = Observation {
+                ts_ns: p.ts_ns,
+                flow: &p.flow,
+                flow_hash: p.flow_hash,
+                identity: p.identity,
+                exchange: p.exchange,
+            };
+            if p.exchange.is_some() {
+                if let (Some(cfg), Some(c)) = (&syn.fridge, carry.as_mut()) {
+                    let f = match fridges.entry(epoch) {
+                        std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                        std::collections::btree_map::Entry::Vacant(v) => {
+                            v.insert(FridgeSynopsis::new(cfg).map_err(|e| e.to_string())?)
+                        }
+                    };
+                    f.update(c, &obs);
+                }
+                continue;
+            }
+            let sh = shards.entry((epoch, p.segment)).or_default();
+            feed(&mut sh.lda, syn.lda.as_ref(), &obs)?;
+            feed(&mut sh.lds, syn.lds.as_ref(), &obs)?;
+            feed(&mut sh.rda, syn.rda.as_ref(), &obs)?;
+            feed(&mut sh.colate, syn.colate.as_ref(), &obs)?;
+        }
+        let mut by_epoch: BTreeMap<u64, Harvest> = BTreeMap::new();
+        for ((epoch, segment), sh) in shards {
+            let h = by_epoch.entry(epoch).or_insert_with(|| Harvest {
+                epoch,
+                messages: vec![],
+                rda_caches: vec![],
+            });
+            if let Some(s) = sh.lda {
+                h.messages.push(message(
+                    point,
+                    segment,
+                    epoch,
+                    e,
+                    SynopsisKind::Lda,
+                    s.config().fingerprint(),
+                    s.encode(),
+                ));
+            }
+            if let Some(s) = sh.lds {
+                h.messages.push(message(
+                    point,
+                    segment,
+                    epoch,
+                    e,
+                    SynopsisKind::Lds,
+                    s.config().fingerprint(),
+                    s.encode(),
+                ));
+            }
+            if let Some(mut s) = sh.rda {
+                h.messages.push(message(
+                    point,
+                    segment,
+                    epoch,
+                    e,
+                    SynopsisKind::Rda,
+                    s.config().fingerprint(),
+                    s.encode(),
+                ));
+                h.rda_caches.push((segment, s.take_cache()));
+            }
+            if let Some(s) = sh.colate {
+                h.messages.push(message(
+                    point,
+                    segment,
+                    epoch,
+                    e,
+                    SynopsisKind::Colate,
+                    s.config().fingerprint(),
+                    s.encode(),
+                ));
+            }
+        }
+        for (epoch, f) in fridges {
+            let h = by_epoch.entry(epoch).or_insert_with(|| Harvest {
+                epoch,
+                messages: vec![],
+                rda_caches: vec![],
+            });
+            h.messages.push(message(
+                point,
+                LOCAL_SEGMENT,
+                epoch,
+                e,
+                SynopsisKind::Fridge,
+                f.config().fingerprint(),
+                f.encode(),
+            ));
+        }
+        out[which] = by_epoch.into_values().collect();
+    }
+    Ok(out)
+}
+
+/// How `wirelat sim-point` runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOptions {
+    /// Pause after each epoch.
+    pub pace: Duration,
+    /// Skip the epochs before this one (relative index): a point restarted mid-run.
+    pub from_epoch: u64,
+    /// Exit abruptly (no close, exit code 3) after delivering this relative epoch: a crash.
+    pub crash_after: Option<u64>,
+}
+
+/// `wirelat sim-point`: simulates, then ships this point's epochs to the peer and closes
+/// (waiting for the acknowledgements). Prints the sink's counters as JSON on stdout.
+pub fn run(config: &Path, opts: RunOptions) -> Result<(), String> {
+    let text = std::fs::read_to_string(config).map_err(|e| format!("{}: {e}", config.display()))?;
+    let cfg: SimPointConfig = toml::from_str(&text).map_err(|e| format!("{}: {e}", config.display()))?;
+    let which = match cfg.point.role.as_str() {
+        "a" => 0,
+        "b" => 1,
+        other => return Err(format!("[point] role {other:?}: use \"a\" or \"b\"")),
+    };
+    let mut ids = [cfg.point.id, cfg.other_point];
+    if which == 1 {
+        ids.swap(0, 1);
+    }
+    let harvests = simulate(&cfg.sim, &cfg.synopses, cfg.segments, ids)?;
+    let mut sink =
+        NetworkSink::new(cfg.point.id, &cfg.synopses, cfg.ship.clone()).map_err(|e| e.to_string())?;
+    let base = cfg.sim.first_epoch;
+    for h in harvests.into_iter().nth(which).unwrap_or_default() {
+        let rel = h.epoch.saturating_sub(base);
+        // Caches of skipped epochs are retained too: a replay rebuilds them (trace mode).
+        for (segment, cache) in &h.rda_caches {
+            sink.retain_rda_cache(*segment, h.epoch, cache);
+        }
+        if rel < opts.from_epoch {
+            continue;
+        }
+        for m in &h.messages {
+            sink.deliver(m);
+        }
+        if opts.crash_after == Some(rel) {
+            // Give the shipper a moment to put the frames on the wire, then die without closing.
+            std::thread::sleep(Duration::from_millis(50));
+            std::process::exit(3);
+        }
+        std::thread::sleep(opts.pace);
+    }
+    sink.close();
+    let c = sink.counters();
+    println!("{}", serde_json::to_string(&c).unwrap_or_default());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelat_dataplane::synopsis::lda::LdaConfig;
+
+    fn traffic_cfg() -> SimTraffic {
+        SimTraffic {
+            seed: 3,
+            epochs: 4,
+            epoch_len_ns: 1_000_000,
+            first_epoch: 10,
+            packets_per_epoch: 300,
+            flows: 20,
+            mean_delay_ns: 20_000.0,
+            loss: 0.01,
+            blackout_epochs: vec![2],
+            dns_per_epoch: 5,
+        }
+    }
+
+    #[test]
+    fn both_points_see_the_same_packets_and_blackouts_lose_everything() {
+        let seg = SimSegments { forward: 1, reverse: 2 };
+        let [a, b] = traffic(&traffic_cfg(), seg).unwrap();
+        let fwd = |v: &[Seen], e: u64| {
+            v.iter()
+                .filter(|p| {
+                    p.segment == 1 && p.ts_ns < (11 + e) * 1_000_000 && p.ts_ns >= (10 + e) * 1_000_000
+                })
+                .count()
+        };
+        assert_eq!(fwd(&a, 0), 300);
+        assert_eq!(fwd(&b, 2), 0, "b sees no forward packet in the blackout epoch");
+        let syn = SynopsesConfig { lda: Some(LdaConfig::single_bank(64, 1.0, 1)), ..Default::default() };
+        let [ha, hb] = simulate(&traffic_cfg(), &syn, seg, [7, 8]).unwrap();
+        // Four epochs, plus the reverse packets that reach a after the last boundary.
+        assert_eq!(ha.len(), 5);
+        assert!(ha.iter().all(|h| h.messages.iter().all(|m| m.point == 7)));
+        assert!(hb.iter().all(|h| h.messages.iter().all(|m| m.point == 8)));
+        // Deterministic.
+        let [ha2, _] = simulate(&traffic_cfg(), &syn, seg, [7, 8]).unwrap();
+        assert_eq!(
+            ha.iter().map(|h| h.messages.clone()).collect::<Vec<_>>(),
+            ha2.iter().map(|h| h.messages.clone()).collect::<Vec<_>>()
+        );
+    }
+}

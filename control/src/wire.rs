@@ -1,0 +1,1022 @@
+//! The peer protocol's messages: a fixed 48-byte header and a typed body, versioned and
+//! checksummed. What travels between a measurement point and the peer that estimates.
+//!
+//! ```text
+//! offset size field
+//!  0     4    magic "WLAT"
+//!  4     1    format version (WIRE_VERSION)
+//!  5     1    message type (MessageType)
+//!  6     2    flags (bit 0: the epoch is complete)
+//!  8     4    point id
+//! 12     4    segment id (0: none / the fridge's local segment)
+//! 16     8    epoch (or watermark, for Progress)
+//! 24     1    synopsis kind byte (0: none)
+//! 25     3    reserved, zero
+//! 28     4    body length in bytes
+//! 32     8    configuration fingerprint of the synopsis (0: none)
+//! 40     8    checksum: xxh3-64 of bytes 0..40 followed by the body
+//! 48     …    body (layout per message type, below)
+//! ```
+//!
+//! All integers are little-endian. On a connection every frame is followed by a 32-byte
+//! HMAC-SHA256 tag (see [`crate::auth`]); spill files store frames without it.
+//!
+//! Bodies:
+//! - `ClientHello`, `ServerHello`: a 32-byte nonce.
+//! - `Hello`: watermark u64, n u8 (≤ 5), n × (kind u8, fingerprint u64).
+//! - `Epoch`: epoch_len_ns u64, then the synopsis encoding (`Synopsis::encode`) to the end.
+//! - `Ack`: empty (the header names the acknowledged epoch synopsis).
+//! - `Progress`: the header's epoch is the watermark (every epoch below it was delivered);
+//!   body: n u8, n × (reason u8, count u64): the point's give-up counters.
+//! - `LookupRequest`: request id u64, n u32, n × id u64.
+//! - `LookupResponse`: request id u64, status u8, n u32, n × (found u8, ts_ns u64).
+//! - `BindRequest`: request id u64, m u32.
+//! - `BindResponse`: request id u64, status u8, then the banks encoding to the end.
+//! - `Reject`: a UTF-8 reason (≤ [`MAX_REASON_BYTES`]).
+//!
+//! Decoding never panics and never allocates more than the body length, which is checked
+//! against the receiver's cap before anything is read. Nothing here does I/O.
+
+use std::fmt;
+use thiserror::Error;
+use wirelat_dataplane::synopsis::SynopsisKind;
+use wirelat_dataplane::synopsis::codec::{DecodeError, Reader, Writer};
+use xxhash_rust::xxh3::Xxh3;
+
+/// The first four bytes of every frame.
+pub const MAGIC: [u8; 4] = *b"WLAT";
+/// The frame format version this build writes and reads.
+pub const WIRE_VERSION: u8 = 1;
+/// Bytes of the fixed header.
+pub const HEADER_LEN: usize = 48;
+/// Bytes of the header covered by the checksum (all but the checksum itself).
+const CHECKED_LEN: usize = 40;
+/// Bytes of a connection nonce.
+pub const NONCE_LEN: usize = 32;
+/// Longest reason a `Reject` carries.
+pub const MAX_REASON_BYTES: usize = 1024;
+/// Default cap on a body (bytes): larger than any synopsis of a sane configuration.
+pub const DEFAULT_MAX_BODY_BYTES: u32 = 64 << 20;
+/// Header flag: every worker contributed to this epoch.
+pub const FLAG_COMPLETE: u16 = 1;
+
+/// What a frame is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum MessageType {
+    /// Point → peer, first frame: the point's nonce.
+    ClientHello = 1,
+    /// Peer → point: the peer's nonce (its tag proves the peer knows the key).
+    ServerHello = 2,
+    /// Point → peer, first authenticated frame: point id, watermark, fingerprints.
+    Hello = 3,
+    /// Point → peer: one encoded epoch synopsis.
+    Epoch = 4,
+    /// Peer → point: the named epoch synopsis is consumed; the point may drop it.
+    Ack = 5,
+    /// Point → peer: every epoch below the watermark has been delivered.
+    Progress = 6,
+    /// Peer → point: RDA timestamps of these packet ids, please.
+    LookupRequest = 7,
+    /// Point → peer: the answers.
+    LookupResponse = 8,
+    /// Peer → point: build late-binding RDA banks with m buckets per bank.
+    BindRequest = 9,
+    /// Point → peer: the banks.
+    BindResponse = 10,
+    /// Either way: the connection is refused, with a reason; the sender closes it.
+    Reject = 11,
+}
+
+impl MessageType {
+    const ALL: [MessageType; 11] = [
+        MessageType::ClientHello,
+        MessageType::ServerHello,
+        MessageType::Hello,
+        MessageType::Epoch,
+        MessageType::Ack,
+        MessageType::Progress,
+        MessageType::LookupRequest,
+        MessageType::LookupResponse,
+        MessageType::BindRequest,
+        MessageType::BindResponse,
+        MessageType::Reject,
+    ];
+
+    /// The type for a type byte.
+    pub fn from_u8(b: u8) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| *t as u8 == b)
+    }
+
+    /// Lower-case name (logs, metrics labels).
+    pub fn name(self) -> &'static str {
+        match self {
+            MessageType::ClientHello => "client_hello",
+            MessageType::ServerHello => "server_hello",
+            MessageType::Hello => "hello",
+            MessageType::Epoch => "epoch",
+            MessageType::Ack => "ack",
+            MessageType::Progress => "progress",
+            MessageType::LookupRequest => "lookup_request",
+            MessageType::LookupResponse => "lookup_response",
+            MessageType::BindRequest => "bind_request",
+            MessageType::BindResponse => "bind_response",
+            MessageType::Reject => "reject",
+        }
+    }
+}
+
+/// Why a frame was refused. Every variant has a short [`WireError::reason`] used as a metrics
+/// label.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum WireError {
+    /// The frame does not start with "WLAT".
+    #[error("bad magic {found:02x?} (not a wirelat frame)")]
+    BadMagic {
+        /// The first four bytes.
+        found: [u8; 4],
+    },
+    /// A format version this build does not read.
+    #[error("unknown wire format version {found} (this build reads {WIRE_VERSION})")]
+    UnknownVersion {
+        /// The version byte.
+        found: u8,
+    },
+    /// An unknown message type byte.
+    #[error("unknown message type {found}")]
+    UnknownType {
+        /// The type byte.
+        found: u8,
+    },
+    /// An unknown synopsis kind byte.
+    #[error("unknown synopsis kind {found}")]
+    UnknownKind {
+        /// The kind byte.
+        found: u8,
+    },
+    /// Reserved header bytes are not zero.
+    #[error("reserved header bytes are not zero")]
+    Reserved,
+    /// The body is longer than the receiver accepts.
+    #[error("body length {len} exceeds the cap of {cap} bytes")]
+    Oversized {
+        /// Announced length.
+        len: u32,
+        /// The receiver's cap.
+        cap: u32,
+    },
+    /// The input ends before the announced frame does.
+    #[error("truncated frame: {needed} bytes needed, {available} available")]
+    Truncated {
+        /// Bytes the frame needs.
+        needed: usize,
+        /// Bytes there are.
+        available: usize,
+    },
+    /// The checksum does not match the header and body.
+    #[error("bad checksum (header says {expected:#018x}, content gives {found:#018x})")]
+    BadChecksum {
+        /// From the header.
+        expected: u64,
+        /// Computed.
+        found: u64,
+    },
+    /// The body does not fit its message type.
+    #[error("malformed {kind} body: {reason}")]
+    Body {
+        /// The message type.
+        kind: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl WireError {
+    /// A short stable name for counters and logs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            WireError::BadMagic { .. } => "bad_magic",
+            WireError::UnknownVersion { .. } => "unknown_version",
+            WireError::UnknownType { .. } => "unknown_type",
+            WireError::UnknownKind { .. } => "unknown_kind",
+            WireError::Reserved => "reserved_bits",
+            WireError::Oversized { .. } => "oversized_length",
+            WireError::Truncated { .. } => "truncated",
+            WireError::BadChecksum { .. } => "bad_checksum",
+            WireError::Body { .. } => "malformed_body",
+        }
+    }
+
+    fn body(t: MessageType, e: DecodeError) -> Self {
+        WireError::Body { kind: t.name(), reason: e.to_string() }
+    }
+}
+
+/// The parsed fixed header of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Message type.
+    pub msg_type: MessageType,
+    /// Flag bits ([`FLAG_COMPLETE`]).
+    pub flags: u16,
+    /// Point id.
+    pub point: u32,
+    /// Segment id.
+    pub segment: u32,
+    /// Epoch (watermark for `Progress`).
+    pub epoch: u64,
+    /// Synopsis kind, if the message concerns one.
+    pub kind: Option<SynopsisKind>,
+    /// Body length.
+    pub body_len: u32,
+    /// Configuration fingerprint of the synopsis (0 if none).
+    pub fingerprint: u64,
+    /// Checksum of header and body.
+    pub checksum: u64,
+}
+
+impl Header {
+    /// Parses and validates the fixed header: magic, version, type, kind, reserved bytes and
+    /// the body length against `max_body`. The checksum is checked later, with the body.
+    pub fn parse(bytes: &[u8], max_body: u32) -> Result<Header, WireError> {
+        let Some(h) = bytes.get(..HEADER_LEN) else {
+            return Err(WireError::Truncated { needed: HEADER_LEN, available: bytes.len() });
+        };
+        let mut r = Reader::new(h);
+        // The slice holds HEADER_LEN bytes, so no read below can fail; map errors anyway.
+        let trunc = |_| WireError::Truncated { needed: HEADER_LEN, available: bytes.len() };
+        let magic: [u8; 4] = array(&mut r).map_err(trunc)?;
+        if magic != MAGIC {
+            return Err(WireError::BadMagic { found: magic });
+        }
+        let version = r.u8().map_err(trunc)?;
+        if version != WIRE_VERSION {
+            return Err(WireError::UnknownVersion { found: version });
+        }
+        let t = r.u8().map_err(trunc)?;
+        let msg_type = MessageType::from_u8(t).ok_or(WireError::UnknownType { found: t })?;
+        let flags = r.u16().map_err(trunc)?;
+        let point = r.u32().map_err(trunc)?;
+        let segment = r.u32().map_err(trunc)?;
+        let epoch = r.u64().map_err(trunc)?;
+        let k = r.u8().map_err(trunc)?;
+        let kind = match k {
+            0 => None,
+            b => Some(SynopsisKind::from_u8(b).ok_or(WireError::UnknownKind { found: b })?),
+        };
+        let reserved: [u8; 3] = array(&mut r).map_err(trunc)?;
+        if reserved != [0; 3] {
+            return Err(WireError::Reserved);
+        }
+        let body_len = r.u32().map_err(trunc)?;
+        if body_len > max_body {
+            return Err(WireError::Oversized { len: body_len, cap: max_body });
+        }
+        let fingerprint = r.u64().map_err(trunc)?;
+        let checksum = r.u64().map_err(trunc)?;
+        Ok(Header { msg_type, flags, point, segment, epoch, kind, body_len, fingerprint, checksum })
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        let mut w = Writer::new(out);
+        w.bytes(&MAGIC);
+        w.u8(WIRE_VERSION);
+        w.u8(self.msg_type as u8);
+        w.u16(self.flags);
+        w.u32(self.point);
+        w.u32(self.segment);
+        w.u64(self.epoch);
+        w.u8(self.kind.map_or(0, |k| k as u8));
+        w.bytes(&[0; 3]);
+        w.u32(self.body_len);
+        w.u64(self.fingerprint);
+        w.u64(self.checksum);
+    }
+}
+
+/// The checksum of a frame: xxh3-64 over the first 40 header bytes and the body.
+pub fn checksum(header_prefix: &[u8], body: &[u8]) -> u64 {
+    let mut h = Xxh3::new();
+    h.update(header_prefix.get(..CHECKED_LEN).unwrap_or(header_prefix));
+    h.update(body);
+    h.digest()
+}
+
+/// Identifies one epoch synopsis of one point: what the peer de-duplicates on and what an
+/// `Ack` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MessageKey {
+    /// The point that measured it.
+    pub point: u32,
+    /// Its segment.
+    pub segment: u32,
+    /// Its epoch.
+    pub epoch: u64,
+    /// Its synopsis.
+    pub kind: SynopsisKind,
+}
+
+impl MessageKey {
+    fn order(&self) -> (u64, u32, u8, u32) {
+        (self.epoch, self.segment, self.kind as u8, self.point)
+    }
+}
+
+/// Epoch order first (then segment, kind, point): the order a point ships in.
+impl Ord for MessageKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.order().cmp(&other.order())
+    }
+}
+
+impl PartialOrd for MessageKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for MessageKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "point {} segment {} epoch {} {}", self.point, self.segment, self.epoch, self.kind)
+    }
+}
+
+/// One encoded epoch synopsis as shipped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EpochFrame {
+    /// Whose, which segment, epoch and synopsis.
+    pub key: MessageKey,
+    /// Fingerprint of the synopsis configuration.
+    pub fingerprint: u64,
+    /// False when a worker skipped the epoch.
+    pub complete: bool,
+    /// E, ns.
+    pub epoch_len_ns: u64,
+    /// `Synopsis::encode()` bytes.
+    pub synopsis: Vec<u8>,
+}
+
+/// The point's first authenticated frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// Point id.
+    pub point: u32,
+    /// Every epoch below this one has been delivered by the point's runtime.
+    pub watermark: u64,
+    /// The point's enabled synopses and their configuration fingerprints.
+    pub fingerprints: Vec<(SynopsisKind, u64)>,
+}
+
+/// Whether a look-up or bind could be answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum LookupStatus {
+    /// Answered.
+    Ok = 0,
+    /// The point holds no cache for that segment and epoch (never had one, or it expired).
+    NoCache = 1,
+    /// The request was malformed for this point (e.g. m out of range).
+    Refused = 2,
+}
+
+impl LookupStatus {
+    fn from_u8(b: u8) -> Option<Self> {
+        match b {
+            0 => Some(LookupStatus::Ok),
+            1 => Some(LookupStatus::NoCache),
+            2 => Some(LookupStatus::Refused),
+            _ => None,
+        }
+    }
+}
+
+/// Where a look-up or bind request applies: the RDA cache of (point, segment, epoch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CacheRef {
+    /// The point holding it.
+    pub point: u32,
+    /// Segment.
+    pub segment: u32,
+    /// Epoch.
+    pub epoch: u64,
+}
+
+/// A give-up counter a point reports in `Progress` (why an epoch never reached the peer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum GiveUp {
+    /// The in-memory queue was full and no spill directory was configured (or it was full).
+    QueueFull = 0,
+    /// Writing or reading the spill directory failed.
+    SpillFailed = 1,
+    /// The epoch waited longer than the configured maximum age.
+    TooOld = 2,
+    /// The sink was closed before the peer acknowledged it, and it could not be spilled.
+    UnackedAtClose = 3,
+    /// A spill file was unreadable or corrupt at start-up.
+    SpillCorrupt = 4,
+}
+
+impl GiveUp {
+    /// Every reason.
+    pub const ALL: [GiveUp; 5] = [
+        GiveUp::QueueFull,
+        GiveUp::SpillFailed,
+        GiveUp::TooOld,
+        GiveUp::UnackedAtClose,
+        GiveUp::SpillCorrupt,
+    ];
+
+    /// The reason for a byte.
+    pub fn from_u8(b: u8) -> Option<Self> {
+        Self::ALL.into_iter().find(|g| *g as u8 == b)
+    }
+
+    /// Metrics label.
+    pub fn name(self) -> &'static str {
+        match self {
+            GiveUp::QueueFull => "queue_full",
+            GiveUp::SpillFailed => "spill_failed",
+            GiveUp::TooOld => "too_old",
+            GiveUp::UnackedAtClose => "unacked_at_close",
+            GiveUp::SpillCorrupt => "spill_corrupt",
+        }
+    }
+}
+
+/// Every message of the protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// Handshake, point side.
+    ClientHello {
+        /// The point's nonce.
+        nonce: [u8; NONCE_LEN],
+    },
+    /// Handshake, peer side.
+    ServerHello {
+        /// The peer's nonce.
+        nonce: [u8; NONCE_LEN],
+    },
+    /// The point introduces itself.
+    Hello(Hello),
+    /// An epoch synopsis.
+    Epoch(EpochFrame),
+    /// The peer consumed an epoch synopsis.
+    Ack(MessageKey),
+    /// The point has delivered every epoch below `watermark`.
+    Progress {
+        /// The point.
+        point: u32,
+        /// First epoch not yet fully delivered.
+        watermark: u64,
+        /// The point's give-up counters so far.
+        given_up: Vec<(GiveUp, u64)>,
+    },
+    /// Timestamps of RDA packet ids, please.
+    LookupRequest {
+        /// Matches the response.
+        request_id: u64,
+        /// Whose cache.
+        cache: CacheRef,
+        /// The ids.
+        ids: Vec<u64>,
+    },
+    /// The answers, in request order.
+    LookupResponse {
+        /// The request's id.
+        request_id: u64,
+        /// Whether the cache was there.
+        status: LookupStatus,
+        /// One entry per requested id.
+        timestamps: Vec<Option<u64>>,
+    },
+    /// Build late-binding RDA banks with `buckets_per_bank` buckets per bank.
+    BindRequest {
+        /// Matches the response.
+        request_id: u64,
+        /// Whose cache.
+        cache: CacheRef,
+        /// m.
+        buckets_per_bank: u32,
+    },
+    /// The banks (`rda::wire::encode_banks`), empty unless `status` is Ok.
+    BindResponse {
+        /// The request's id.
+        request_id: u64,
+        /// Whether the cache was there.
+        status: LookupStatus,
+        /// The encoding.
+        banks: Vec<u8>,
+    },
+    /// The sender refuses the connection.
+    Reject {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Message {
+    /// Its type.
+    pub fn msg_type(&self) -> MessageType {
+        match self {
+            Message::ClientHello { .. } => MessageType::ClientHello,
+            Message::ServerHello { .. } => MessageType::ServerHello,
+            Message::Hello(_) => MessageType::Hello,
+            Message::Epoch(_) => MessageType::Epoch,
+            Message::Ack(_) => MessageType::Ack,
+            Message::Progress { .. } => MessageType::Progress,
+            Message::LookupRequest { .. } => MessageType::LookupRequest,
+            Message::LookupResponse { .. } => MessageType::LookupResponse,
+            Message::BindRequest { .. } => MessageType::BindRequest,
+            Message::BindResponse { .. } => MessageType::BindResponse,
+            Message::Reject { .. } => MessageType::Reject,
+        }
+    }
+
+    /// The frame: header and body (no MAC).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut body = Vec::new();
+        let mut h = Header {
+            msg_type: self.msg_type(),
+            flags: 0,
+            point: 0,
+            segment: 0,
+            epoch: 0,
+            kind: None,
+            body_len: 0,
+            fingerprint: 0,
+            checksum: 0,
+        };
+        let mut w = Writer::new(&mut body);
+        match self {
+            Message::ClientHello { nonce } | Message::ServerHello { nonce } => w.bytes(nonce),
+            Message::Hello(hello) => {
+                h.point = hello.point;
+                w.u64(hello.watermark);
+                let n = hello.fingerprints.len().min(SynopsisKind::ALL.len());
+                w.u8(n as u8);
+                for (k, f) in hello.fingerprints.iter().take(n) {
+                    w.u8(*k as u8);
+                    w.u64(*f);
+                }
+            }
+            Message::Epoch(e) => {
+                set_key(&mut h, &e.key);
+                h.fingerprint = e.fingerprint;
+                h.flags = if e.complete { FLAG_COMPLETE } else { 0 };
+                w.u64(e.epoch_len_ns);
+                w.bytes(&e.synopsis);
+            }
+            Message::Ack(key) => set_key(&mut h, key),
+            Message::Progress { point, watermark, given_up } => {
+                h.point = *point;
+                h.epoch = *watermark;
+                let n = given_up.len().min(GiveUp::ALL.len());
+                w.u8(n as u8);
+                for (g, c) in given_up.iter().take(n) {
+                    w.u8(*g as u8);
+                    w.u64(*c);
+                }
+            }
+            Message::LookupRequest { request_id, cache, ids } => {
+                set_cache(&mut h, cache);
+                w.u64(*request_id);
+                w.u32(ids.len() as u32);
+                for id in ids {
+                    w.u64(*id);
+                }
+            }
+            Message::LookupResponse { request_id, status, timestamps } => {
+                w.u64(*request_id);
+                w.u8(*status as u8);
+                w.u32(timestamps.len() as u32);
+                for t in timestamps {
+                    w.u8(u8::from(t.is_some()));
+                    w.u64(t.unwrap_or(0));
+                }
+            }
+            Message::BindRequest { request_id, cache, buckets_per_bank } => {
+                set_cache(&mut h, cache);
+                w.u64(*request_id);
+                w.u32(*buckets_per_bank);
+            }
+            Message::BindResponse { request_id, status, banks } => {
+                w.u64(*request_id);
+                w.u8(*status as u8);
+                w.bytes(banks);
+            }
+            Message::Reject { reason } => w.bytes(cut_reason(reason).as_bytes()),
+        }
+        h.body_len = u32::try_from(body.len()).unwrap_or(u32::MAX);
+        let mut out = Vec::with_capacity(HEADER_LEN + body.len());
+        h.write(&mut out);
+        let sum = checksum(&out, &body);
+        if let Some(slot) = out.get_mut(CHECKED_LEN..HEADER_LEN) {
+            slot.copy_from_slice(&sum.to_le_bytes());
+        }
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Decodes one whole frame (header and body, no MAC) from `bytes`, which must hold exactly
+    /// one frame.
+    pub fn decode(bytes: &[u8], max_body: u32) -> Result<Message, WireError> {
+        let h = Header::parse(bytes, max_body)?;
+        let want = HEADER_LEN + h.body_len as usize;
+        if bytes.len() < want {
+            return Err(WireError::Truncated { needed: want, available: bytes.len() });
+        }
+        if bytes.len() > want {
+            return Err(WireError::Body {
+                kind: h.msg_type.name(),
+                reason: format!("{} bytes after the frame", bytes.len() - want),
+            });
+        }
+        let (head, body) = bytes.split_at(HEADER_LEN);
+        Self::from_parts(&h, head, body)
+    }
+
+    /// Checks the checksum over `header_bytes` (the raw 48 header bytes) and `body`, then
+    /// decodes the body of the message `h` announces.
+    pub fn from_parts(h: &Header, header_bytes: &[u8], body: &[u8]) -> Result<Message, WireError> {
+        if body.len() != h.body_len as usize {
+            return Err(WireError::Truncated { needed: h.body_len as usize, available: body.len() });
+        }
+        let found = checksum(header_bytes, body);
+        if found != h.checksum {
+            return Err(WireError::BadChecksum { expected: h.checksum, found });
+        }
+        Self::decode_body(h, body)
+    }
+
+    /// Decodes the body of the message `h` announces, without checking the checksum (the
+    /// caller has; the fuzz target calls it directly to reach every body parser).
+    pub fn decode_body(h: &Header, body: &[u8]) -> Result<Message, WireError> {
+        let t = h.msg_type;
+        let mut r = Reader::new(body);
+        let m = decode_body_inner(h, &mut r).map_err(|e| WireError::body(t, e))?;
+        r.finish().map_err(|e| WireError::body(t, e))?;
+        Ok(m)
+    }
+}
+
+/// At most [`MAX_REASON_BYTES`] of `reason`, cut at a character boundary.
+fn cut_reason(reason: &str) -> &str {
+    let mut end = reason.len().min(MAX_REASON_BYTES);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    reason.get(..end).unwrap_or_default()
+}
+
+fn set_key(h: &mut Header, key: &MessageKey) {
+    h.point = key.point;
+    h.segment = key.segment;
+    h.epoch = key.epoch;
+    h.kind = Some(key.kind);
+}
+
+fn set_cache(h: &mut Header, c: &CacheRef) {
+    h.point = c.point;
+    h.segment = c.segment;
+    h.epoch = c.epoch;
+    h.kind = Some(SynopsisKind::Rda);
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> DecodeError {
+    DecodeError::Invalid { field, reason: reason.into() }
+}
+
+fn key_of(h: &Header) -> Result<MessageKey, DecodeError> {
+    let kind = h.kind.ok_or_else(|| invalid("kind", "this message needs a synopsis kind"))?;
+    Ok(MessageKey { point: h.point, segment: h.segment, epoch: h.epoch, kind })
+}
+
+fn cache_of(h: &Header) -> Result<CacheRef, DecodeError> {
+    if h.kind != Some(SynopsisKind::Rda) {
+        return Err(invalid("kind", "look-ups and binds concern RDA only"));
+    }
+    Ok(CacheRef { point: h.point, segment: h.segment, epoch: h.epoch })
+}
+
+/// The next N bytes as an array.
+fn array<const N: usize>(r: &mut Reader<'_>) -> Result<[u8; N], DecodeError> {
+    let b = r.bytes(N)?;
+    let mut a = [0u8; N];
+    a.copy_from_slice(b);
+    Ok(a)
+}
+
+fn nonce(r: &mut Reader<'_>) -> Result<[u8; NONCE_LEN], DecodeError> {
+    array(r)
+}
+
+/// Reads everything after the fixed-size part of a body.
+fn rest(r: &mut Reader<'_>) -> Result<Vec<u8>, DecodeError> {
+    Ok(r.bytes(r.remaining())?.to_vec())
+}
+
+fn decode_body_inner(h: &Header, r: &mut Reader<'_>) -> Result<Message, DecodeError> {
+    Ok(match h.msg_type {
+        MessageType::ClientHello => Message::ClientHello { nonce: nonce(r)? },
+        MessageType::ServerHello => Message::ServerHello { nonce: nonce(r)? },
+        MessageType::Hello => {
+            let watermark = r.u64()?;
+            let n = r.u8()? as usize;
+            if n > SynopsisKind::ALL.len() {
+                return Err(invalid(
+                    "fingerprints",
+                    format!("{n} entries, at most {}", SynopsisKind::ALL.len()),
+                ));
+            }
+            let mut fingerprints = Vec::with_capacity(n);
+            for _ in 0..n {
+                let b = r.u8()?;
+                let k =
+                    SynopsisKind::from_u8(b).ok_or_else(|| invalid("fingerprints.kind", format!("{b}")))?;
+                if fingerprints.iter().any(|(x, _)| *x == k) {
+                    return Err(invalid("fingerprints.kind", format!("{k} listed twice")));
+                }
+                fingerprints.push((k, r.u64()?));
+            }
+            Message::Hello(Hello { point: h.point, watermark, fingerprints })
+        }
+        MessageType::Epoch => {
+            let key = key_of(h)?;
+            let epoch_len_ns = r.u64()?;
+            if epoch_len_ns == 0 {
+                return Err(invalid("epoch_len_ns", "0"));
+            }
+            Message::Epoch(EpochFrame {
+                key,
+                fingerprint: h.fingerprint,
+                complete: h.flags & FLAG_COMPLETE != 0,
+                epoch_len_ns,
+                synopsis: rest(r)?,
+            })
+        }
+        MessageType::Ack => Message::Ack(key_of(h)?),
+        MessageType::Progress => {
+            let n = r.u8()? as usize;
+            if n > GiveUp::ALL.len() {
+                return Err(invalid("given_up", format!("{n} entries, at most {}", GiveUp::ALL.len())));
+            }
+            let mut given_up = Vec::with_capacity(n);
+            for _ in 0..n {
+                let b = r.u8()?;
+                let g = GiveUp::from_u8(b).ok_or_else(|| invalid("given_up.reason", format!("{b}")))?;
+                given_up.push((g, r.u64()?));
+            }
+            Message::Progress { point: h.point, watermark: h.epoch, given_up }
+        }
+        MessageType::LookupRequest => {
+            let cache = cache_of(h)?;
+            let request_id = r.u64()?;
+            let n = r.u32()? as usize;
+            r.require(n.saturating_mul(8))?;
+            let mut ids = Vec::with_capacity(n);
+            for _ in 0..n {
+                ids.push(r.u64()?);
+            }
+            Message::LookupRequest { request_id, cache, ids }
+        }
+        MessageType::LookupResponse => {
+            let request_id = r.u64()?;
+            let s = r.u8()?;
+            let status = LookupStatus::from_u8(s).ok_or_else(|| invalid("status", format!("{s}")))?;
+            let n = r.u32()? as usize;
+            r.require(n.saturating_mul(9))?;
+            let mut timestamps = Vec::with_capacity(n);
+            for _ in 0..n {
+                let found = r.u8()?;
+                let ts = r.u64()?;
+                timestamps.push(match found {
+                    0 => None,
+                    1 => Some(ts),
+                    b => return Err(invalid("found", format!("{b}"))),
+                });
+            }
+            Message::LookupResponse { request_id, status, timestamps }
+        }
+        MessageType::BindRequest => {
+            let cache = cache_of(h)?;
+            Message::BindRequest { request_id: r.u64()?, cache, buckets_per_bank: r.u32()? }
+        }
+        MessageType::BindResponse => {
+            let request_id = r.u64()?;
+            let s = r.u8()?;
+            let status = LookupStatus::from_u8(s).ok_or_else(|| invalid("status", format!("{s}")))?;
+            Message::BindResponse { request_id, status, banks: rest(r)? }
+        }
+        MessageType::Reject => {
+            let bytes = rest(r)?;
+            if bytes.len() > MAX_REASON_BYTES {
+                return Err(invalid("reason", format!("{} bytes, at most {MAX_REASON_BYTES}", bytes.len())));
+            }
+            // Invalid UTF-8 is replaced (which can lengthen it), then cut like on encoding.
+            Message::Reject { reason: cut_reason(&String::from_utf8_lossy(&bytes)).to_owned() }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn samples() -> Vec<Message> {
+        let key = MessageKey { point: 7, segment: 3, epoch: 99, kind: SynopsisKind::Lda };
+        vec![
+            Message::ClientHello { nonce: [1; NONCE_LEN] },
+            Message::ServerHello { nonce: [2; NONCE_LEN] },
+            Message::Hello(Hello {
+                point: 7,
+                watermark: 12,
+                fingerprints: vec![(SynopsisKind::Lda, 5), (SynopsisKind::Rda, 6)],
+            }),
+            Message::Epoch(EpochFrame {
+                key,
+                fingerprint: 0xfeed,
+                complete: true,
+                epoch_len_ns: 1_000_000,
+                synopsis: vec![9, 8, 7],
+            }),
+            Message::Epoch(EpochFrame {
+                key: MessageKey { kind: SynopsisKind::Fridge, segment: 0, ..key },
+                fingerprint: 1,
+                complete: false,
+                epoch_len_ns: 5,
+                synopsis: vec![],
+            }),
+            Message::Ack(key),
+            Message::Progress { point: 7, watermark: 100, given_up: vec![(GiveUp::TooOld, 3)] },
+            Message::LookupRequest {
+                request_id: 4,
+                cache: CacheRef { point: 2, segment: 1, epoch: 8 },
+                ids: vec![1, 2, 3],
+            },
+            Message::LookupResponse {
+                request_id: 4,
+                status: LookupStatus::Ok,
+                timestamps: vec![Some(10), None, Some(0)],
+            },
+            Message::BindRequest {
+                request_id: 5,
+                cache: CacheRef { point: 2, segment: 1, epoch: 8 },
+                buckets_per_bank: 1024,
+            },
+            Message::BindResponse { request_id: 5, status: LookupStatus::NoCache, banks: vec![] },
+            Message::Reject { reason: "fingerprint mismatch: lda".into() },
+        ]
+    }
+
+    #[test]
+    fn every_message_round_trips() {
+        for m in samples() {
+            let bytes = m.encode();
+            assert_eq!(Message::decode(&bytes, DEFAULT_MAX_BODY_BYTES), Ok(m.clone()), "{m:?}");
+            let h = Header::parse(&bytes, DEFAULT_MAX_BODY_BYTES).unwrap();
+            assert_eq!(h.msg_type, m.msg_type());
+            assert_eq!(h.body_len as usize, bytes.len() - HEADER_LEN);
+        }
+    }
+
+    #[test]
+    fn header_layout_is_the_documented_one() {
+        let m = samples().remove(3);
+        let b = m.encode();
+        assert_eq!(&b[0..4], b"WLAT");
+        assert_eq!(b[4], WIRE_VERSION);
+        assert_eq!(b[5], MessageType::Epoch as u8);
+        assert_eq!(u16::from_le_bytes([b[6], b[7]]), FLAG_COMPLETE);
+        assert_eq!(u32::from_le_bytes(b[8..12].try_into().unwrap()), 7);
+        assert_eq!(u32::from_le_bytes(b[12..16].try_into().unwrap()), 3);
+        assert_eq!(u64::from_le_bytes(b[16..24].try_into().unwrap()), 99);
+        assert_eq!(b[24], SynopsisKind::Lda as u8);
+        assert_eq!(u32::from_le_bytes(b[28..32].try_into().unwrap()), 8 + 3);
+        assert_eq!(u64::from_le_bytes(b[32..40].try_into().unwrap()), 0xfeed);
+        assert_eq!(u64::from_le_bytes(b[40..48].try_into().unwrap()), checksum(&b[..48], &b[48..]));
+    }
+
+    #[test]
+    fn bad_frames_are_refused_with_their_reason() {
+        let good = samples().remove(3).encode();
+        let cap = DEFAULT_MAX_BODY_BYTES;
+        let mut b = good.clone();
+        b[0] = b'X';
+        assert_eq!(Message::decode(&b, cap).unwrap_err().reason(), "bad_magic");
+        let mut b = good.clone();
+        b[4] = 2;
+        assert_eq!(Message::decode(&b, cap).unwrap_err(), WireError::UnknownVersion { found: 2 });
+        let mut b = good.clone();
+        b[5] = 200;
+        assert_eq!(Message::decode(&b, cap).unwrap_err().reason(), "unknown_type");
+        let mut b = good.clone();
+        b[24] = 77;
+        assert_eq!(Message::decode(&b, cap).unwrap_err().reason(), "unknown_kind");
+        let mut b = good.clone();
+        b[26] = 1;
+        assert_eq!(Message::decode(&b, cap).unwrap_err(), WireError::Reserved);
+        // A flipped body bit: the checksum catches it.
+        let mut b = good.clone();
+        *b.last_mut().unwrap() ^= 1;
+        assert_eq!(Message::decode(&b, cap).unwrap_err().reason(), "bad_checksum");
+        // Truncated anywhere.
+        for cut in [0, 10, HEADER_LEN - 1, HEADER_LEN, good.len() - 1] {
+            assert_eq!(Message::decode(&good[..cut], cap).unwrap_err().reason(), "truncated", "cut {cut}");
+        }
+        // A length over the cap is refused from the header alone, before any body is read.
+        assert_eq!(
+            Header::parse(&good[..HEADER_LEN], 10).unwrap_err(),
+            WireError::Oversized { len: 11, cap: 10 }
+        );
+        let mut b = good.clone();
+        b[28..32].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(Message::decode(&b, cap).unwrap_err().reason(), "oversized_length");
+    }
+
+    /// A frame whose checksum is recomputed after a header edit, so the body parser sees it.
+    fn reframed(mut b: Vec<u8>) -> Vec<u8> {
+        let body_len = (b.len() - HEADER_LEN) as u32;
+        b[28..32].copy_from_slice(&body_len.to_le_bytes());
+        let sum = checksum(&b[..HEADER_LEN], &b[HEADER_LEN..]);
+        b[40..48].copy_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn malformed_bodies_are_refused() {
+        let cap = DEFAULT_MAX_BODY_BYTES;
+        // A look-up request claiming 2^32-1 ids with none present: refused without allocating.
+        let mut b = samples().remove(7).encode();
+        b.truncate(HEADER_LEN + 8);
+        b.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(Message::decode(&reframed(b), cap).unwrap_err().reason(), "malformed_body");
+        // An epoch without a kind.
+        let mut b = samples().remove(3).encode();
+        b[24] = 0;
+        assert_eq!(Message::decode(&reframed(b), cap).unwrap_err().reason(), "malformed_body");
+        // A look-up for a non-RDA synopsis.
+        let mut b = samples().remove(7).encode();
+        b[24] = SynopsisKind::Lda as u8;
+        assert_eq!(Message::decode(&reframed(b), cap).unwrap_err().reason(), "malformed_body");
+        // A hello listing a kind twice.
+        let hello = Message::Hello(Hello {
+            point: 1,
+            watermark: 0,
+            fingerprints: vec![(SynopsisKind::Lda, 1), (SynopsisKind::Lda, 2)],
+        });
+        assert_eq!(Message::decode(&hello.encode(), cap).unwrap_err().reason(), "malformed_body");
+        // Trailing bytes after a fixed-size body.
+        let mut b = samples().remove(5).encode();
+        b.push(0);
+        assert_eq!(Message::decode(&reframed(b), cap).unwrap_err().reason(), "malformed_body");
+        // A found flag other than 0/1.
+        let mut b = samples().remove(8).encode();
+        b[HEADER_LEN + 13] = 7;
+        assert_eq!(Message::decode(&reframed(b), cap).unwrap_err().reason(), "malformed_body");
+    }
+
+    #[test]
+    fn invalid_utf8_reasons_decode_to_a_stable_message() {
+        // Found by the fuzzer: 1024 invalid bytes become 3072 bytes of replacement characters;
+        // the decoded reason is cut like an encoded one, so it encodes back to itself.
+        let mut b = Message::Reject { reason: String::new() }.encode();
+        b.extend_from_slice(&[0xff; MAX_REASON_BYTES]);
+        let m = Message::decode(&reframed(b), DEFAULT_MAX_BODY_BYTES).unwrap();
+        assert_eq!(Message::decode(&m.encode(), DEFAULT_MAX_BODY_BYTES), Ok(m));
+    }
+
+    #[test]
+    fn long_reject_reasons_are_cut_at_a_char_boundary() {
+        let m = Message::Reject { reason: "é".repeat(MAX_REASON_BYTES) };
+        let Message::Reject { reason } = Message::decode(&m.encode(), DEFAULT_MAX_BODY_BYTES).unwrap() else {
+            panic!("not a reject")
+        };
+        assert_eq!(reason.len(), MAX_REASON_BYTES);
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = Message::decode(&bytes, 1 << 16);
+            if let Ok(h) = Header::parse(&bytes, 1 << 16) {
+                let body = bytes.get(HEADER_LEN..).unwrap_or_default();
+                let _ = Message::decode_body(&h, body);
+            }
+        }
+
+        #[test]
+        fn arbitrary_bodies_behind_valid_headers_never_panic(
+            t in 1u8..=11, kind in 0u8..=5, body in proptest::collection::vec(any::<u8>(), 0..128)
+        ) {
+            let mut b = samples().remove(0).encode();
+            b.truncate(HEADER_LEN);
+            b[5] = t;
+            b[24] = kind;
+            b.extend_from_slice(&body);
+            let b = reframed(b);
+            let _ = Message::decode(&b, 1 << 16);
+        }
+    }
+}
