@@ -7,6 +7,7 @@ use tracing::info;
 use wirelat_control::config::Config;
 use wirelat_control::local_sink::{BodyDumpSink, JsonLinesSink};
 use wirelat_control::publish::Publisher;
+use wirelat_control::ship::NetworkSink;
 use wirelat_control::sink::EpochSink;
 use wirelat_dataplane::pipeline::EpochSynopses;
 
@@ -40,7 +41,9 @@ pub fn epoch_template(config: &Config) -> anyhow::Result<EpochSynopses> {
     EpochSynopses::new(&config.synopsis_set()).context("cannot build the synopses")
 }
 
-/// The local sinks of `[output]` and the publisher over them.
+/// The sinks of `[output]` and `[ship]` (the network sink to the peer, whose shipper thread
+/// starts here: before the EAL, so a bad key file or spill directory stops the run early) and
+/// the publisher over them.
 pub fn publisher(config: &Config) -> anyhow::Result<Publisher> {
     let mut sinks: Vec<Box<dyn EpochSink>> = Vec::new();
     if let Some(json) = &config.output.json {
@@ -51,6 +54,12 @@ pub fn publisher(config: &Config) -> anyhow::Result<Publisher> {
     if let Some(dir) = &config.output.dump_dir {
         let sink = BodyDumpSink::create(dir)
             .with_context(|| format!("cannot create the dump directory {}", dir.display()))?;
+        sinks.push(Box::new(sink));
+    }
+    if let Some(ship) = config.ship_config() {
+        let sink = NetworkSink::new(config.point_ids().point, &config.synopses_config(), ship.clone())
+            .with_context(|| format!("cannot set up shipping to the peer {}", ship.peer))?;
+        info!(peer = %ship.peer, spill_dir = ?ship.spill_dir, "shipping epochs to the peer");
         sinks.push(Box::new(sink));
     }
     Publisher::new(

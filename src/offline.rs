@@ -192,7 +192,14 @@ fn harvest(h: &mut Harvester<EpochSynopses>, publisher: &mut Publisher, failure:
             warn!(epoch = e.epoch, error = %err, "publishing an epoch");
         }
     });
-    if let Err(e) = result {
-        failure.get_or_insert(anyhow::Error::new(e).context("merging worker shards"));
+    match result {
+        Ok(_) => {
+            if let Some(passed) = h.passed() {
+                publisher.progress(passed);
+            }
+        }
+        Err(e) => {
+            failure.get_or_insert(anyhow::Error::new(e).context("merging worker shards"));
+        }
     }
 }

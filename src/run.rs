@@ -601,8 +601,13 @@ impl Control<'_, '_> {
                 warn!(epoch = e.epoch, error = %err, "publishing an epoch");
             }
         });
-        if let Err(e) = result {
-            warn!(error = %e, "merging worker shards failed");
+        match result {
+            Ok(_) => {
+                if let Some(passed) = h.passed() {
+                    p.progress(passed);
+                }
+            }
+            Err(e) => warn!(error = %e, "merging worker shards failed"),
         }
     }
 

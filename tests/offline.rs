@@ -1,10 +1,15 @@
 //! `wirelat offline` (also in a build without DPDK): the measurement over pcap files, its JSON
-//! lines, its body dumps, and exact shard merging with several emulated workers.
+//! lines, its body dumps, exact shard merging with several emulated workers, and shipping
+//! through `[ship]` to `wirelat collect`, whose records are scored against the generator's truth.
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use common::*;
 use wirelat_dataplane::sim::{DelayModel, LossModel};
@@ -32,6 +37,8 @@ binding = { mode = "online", buckets_per_bank = 256 }
 cache_capacity = 65536
 "#;
 
+/// A generated two-point trace pair (4 pcaps and truth.json) in `dir`: 500 ms of synthetic
+/// traffic at 6000 packets/s, a constant 30 µs segment delay, no loss. Returns A's two pcaps.
 fn trace(dir: &Path) -> [PathBuf; 2] {
     let traffic =
         TrafficConfig { packet_rate_pps: 6_000.0, duration_ns: 500_000_000, ..TrafficConfig::default() };
@@ -42,19 +49,11 @@ fn trace(dir: &Path) -> [PathBuf; 2] {
         reorder: None,
         paths: vec![],
     };
-    let pair = generate(&GenConfig::synthetic(3, traffic, seg)).expect("generate");
-    let mut out = Vec::new();
-    for port in 0..2u8 {
-        let tap = Tap { point: Point::A, port };
-        let path = dir.join(format!("{}.pcap", tap.name()));
-        wirelat_trace::pcap_io::write_file(
-            &path,
-            pair.capture(tap).iter().map(|c| (c.ts_ns, c.frame.as_slice())),
-        )
-        .expect("write pcap");
-        out.push(path);
-    }
-    [out[0].clone(), out[1].clone()]
+    generate(&GenConfig::synthetic(3, traffic, seg))
+        .expect("generate")
+        .write_dir(dir)
+        .expect("write the pair");
+    [0, 1].map(|port| dir.join(format!("{}.pcap", Tap { point: Point::A, port }.name())))
 }
 
 fn offline(dir: &Path, pcaps: &[PathBuf; 2], workers: usize) -> PathBuf {
@@ -227,4 +226,156 @@ fn offline_reports_bad_input_clearly() {
         .expect("run");
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("epochs.length_ms"), "{}", describe(&output));
+}
+
+/// A running `wirelat collect` and what it logged.
+struct Collector {
+    child: Child,
+    addr: String,
+    log: Arc<Mutex<String>>,
+}
+
+impl Collector {
+    fn start(config: &Path) -> Collector {
+        let mut child = wirelat()
+            .args(["collect", "--config"])
+            .arg(config)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start wirelat collect");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (err, into) = (child.stderr.take().expect("stderr"), log.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let mut l = into.lock().expect("log");
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let started = Instant::now();
+        loop {
+            let text = log.lock().expect("log").clone();
+            if let Some(addr) =
+                text.lines().find_map(|l| l.split_once("listening on ").map(|(_, a)| a.trim()))
+            {
+                return Collector { addr: addr.to_owned(), child, log };
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("wirelat collect exited ({status}) before listening:\n{text}");
+            }
+            assert!(started.elapsed() < RUN_TIMEOUT, "collector did not start:\n{text}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then the log once it exited cleanly.
+    fn stop(mut self) -> String {
+        let pid = self.child.id().to_string();
+        let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
+        let started = Instant::now();
+        loop {
+            let log = self.log.lock().expect("log").clone();
+            if let Ok(Some(status)) = self.child.try_wait() {
+                assert!(status.success(), "collector exit {status}:\n{log}");
+                return log;
+            }
+            if started.elapsed() > RUN_TIMEOUT {
+                let _ = self.child.kill();
+                panic!("collector did not stop on SIGTERM:\n{log}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() {
+    let dir = scratch();
+    let d = dir.path();
+    trace(d);
+    let key = d.join("peer.key");
+    std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
+    let synopses = "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n";
+    let collector_toml = d.join("collector.toml");
+    std::fs::write(
+        &collector_toml,
+        format!(
+            "[collector]\nlisten = \"127.0.0.1:0\"\nkey_file = \"{}\"\nrecords = \"{}\"\n\
+             [[point]]\nid = 1\nname = \"a\"\n[[point]]\nid = 2\nname = \"b\"\n\
+             [[segment]]\nid = 40\nupstream = 1\ndownstream = 2\n\
+             [[segment]]\nid = 41\nupstream = 2\ndownstream = 1\n{synopses}",
+            key.display(),
+            d.join("records.jsonl").display()
+        ),
+    )
+    .expect("collector config");
+    let collector = Collector::start(&collector_toml);
+    // Both points measure their own pcaps at once and ship to the collector; each exits once the
+    // collector has acknowledged everything (it acknowledges an epoch when it has paired it with
+    // the other point's, so the points must run together; `close` waits up to 30 s).
+    let points: Vec<Child> = [(1, "a"), (2, "b")]
+        .into_iter()
+        .map(|(id, point)| {
+            let config = d.join(format!("{point}.toml"));
+            std::fs::write(
+                &config,
+                format!(
+                    "[point]\nid = {id}\n[segments]\nforward = 40\nreverse = 41\n[epochs]\nlength_ms = 100\n\
+                     [ship]\npeer = \"{}\"\nkey_file = \"{}\"\nbackoff_initial_ms = 20\nclose_timeout_ms = 30000\n\
+                     {synopses}",
+                    collector.addr,
+                    key.display()
+                ),
+            )
+            .expect("point config");
+            wirelat()
+                .args(["offline", "--config"])
+                .arg(&config)
+                .arg("--port0")
+                .arg(d.join(format!("{point}_port0.pcap")))
+                .arg("--port1")
+                .arg(d.join(format!("{point}_port1.pcap")))
+                .args(["--workers", "2"])
+                .env("RUST_LOG", "info")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start wirelat offline")
+        })
+        .collect();
+    for child in points {
+        let output = wait_with_timeout(child, RUN_TIMEOUT);
+        assert!(output.status.success(), "{}", describe(&output));
+        let log = String::from_utf8_lossy(&output.stderr);
+        assert!(log.contains("shipping epochs to the peer"), "{log}");
+        // Every epoch reached the peer: 5 or more epochs × 2 directions, none given up.
+        let closed =
+            log.lines().find(|l| l.contains("network sink closed")).unwrap_or_else(|| panic!("{log}"));
+        assert!(closed.contains("given_up=0"), "{closed}");
+        let field = |name: &str| -> u64 {
+            closed
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+                .unwrap_or_else(|| panic!("{name} in {closed}"))
+        };
+        assert!(field("delivered") >= 10 && field("acked") == field("delivered"), "{closed}");
+    }
+    let log = collector.stop();
+    // The collector paired both points' epochs into one LDA record per segment and epoch; the
+    // scorer compares each with the generator's truth. The delay is a constant 30 µs without
+    // loss, so LDA's usable rows hold exactly equal packets with equal delays: the mean is exact
+    // up to float rounding. Only a packet that crosses an epoch boundary inside the segment
+    // (A's epoch k, B's epoch k+1) makes its row's counts differ, and LDA drops that row. The
+    // 1e-6 bound leaves room for rounding only; 5 epochs × 2 directions must be scored.
+    let output = wirelat()
+        .args(["check", "--truth"])
+        .arg(d.join("truth.json"))
+        .arg("--records")
+        .arg(d.join("records.jsonl"))
+        .args(["--bound", "lda.mean_rel_err_max=1e-6", "--bound", "lda.min_records=10"])
+        .output()
+        .expect("check");
+    assert!(output.status.success(), "{}\n--- collector\n{log}", describe(&output));
 }

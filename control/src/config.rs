@@ -27,6 +27,7 @@ use wirelat_dataplane::pipeline::{OverrunPolicy, SynopsisSet};
 
 use crate::core_plan::CorePlan;
 use crate::publish::PointIds;
+use crate::ship::ShipConfig;
 use crate::sink::LOCAL_SEGMENT;
 use crate::synopses::SynopsesConfig;
 
@@ -128,6 +129,10 @@ pub struct Config {
     /// Where harvested epochs go.
     #[serde(default)]
     pub output: OutputConfig,
+    /// Ship every harvested epoch to a peer (`wirelat collect`) over the network, besides the
+    /// local `[output]` sinks (W9's [`crate::ship::NetworkSink`]).
+    #[serde(default)]
+    pub ship: Option<Spanned<ShipConfig>>,
     /// Knobs for tests.
     #[serde(default)]
     pub debug: DebugConfig,
@@ -487,6 +492,11 @@ impl Config {
         self.synopses.as_ref().map(|s| s.get_ref().clone()).unwrap_or_default()
     }
 
+    /// The `[ship]` table, if the epochs go to a peer.
+    pub fn ship_config(&self) -> Option<&ShipConfig> {
+        self.ship.as_ref().map(Spanned::get_ref)
+    }
+
     /// The enabled synopses as the data plane's set.
     pub fn synopsis_set(&self) -> SynopsisSet {
         let s = self.synopses_config();
@@ -680,6 +690,14 @@ impl Config {
             && let Err(e) = s.get_ref().validate()
         {
             return fail(s.span(), format!("synopses.{e}"));
+        }
+        if let Some(ship) = &self.ship
+            && self.synopses_config().is_empty()
+        {
+            return fail(
+                ship.span(),
+                "[ship] needs at least one [synopses.*] table: nothing is measured".into(),
+            );
         }
         Ok(())
     }
@@ -969,6 +987,9 @@ device = "3b:00.1,rxq_cqe_comp_en=0"
             ("[synopses.lda]\nbanks = [{ rows = 3, p = 1.0 }]\n", "synopses.lda", "lda."),
             ("[synopses.lda2]\n", "synopses", "unknown field"),
             ("[workers]\ncount = 0\n", "workers.count", "outside"),
+            ("[ship]\npeer = \"p:7700\"\nkey_file = \"k\"\n", "ship", "needs at least one [synopses.*]"),
+            ("[ship]\npeer = \"p:7700\"\n", "ship", "missing field `key_file`"),
+            ("[ship]\npeer = \"p:7700\"\nkey_file = \"k\"\nqueue = 3\n", "ship.queue", "unknown field"),
         ];
         for (prefix, key, message) in cases {
             let e = error_text(&format!("{prefix}{MINIMAL}"));
@@ -986,6 +1007,16 @@ device = "3b:00.1,rxq_cqe_comp_en=0"
         )
         .expect("no ports needed offline");
         assert!(c.ports.get_ref().is_empty());
+        assert!(c.ship_config().is_none());
+        let c = parse(&format!(
+            "[synopses.lda]\nbanks = [{{ rows = 64, p = 1.0 }}]\n[ship]\npeer = \"10.0.0.9:7700\"\n\
+             key_file = \"/etc/wirelat/peer.key\"\nspill_dir = \"spill\"\n{MINIMAL}"
+        ))
+        .expect("[ship] parses");
+        let ship = c.ship_config().expect("[ship]");
+        assert_eq!(ship.peer, "10.0.0.9:7700");
+        assert_eq!(ship.spill_dir.as_deref(), Some(Path::new("spill")));
+        assert_eq!(ship.queue_messages, ShipConfig::new("x", "y").queue_messages, "defaults apply");
         let e = error_text("[point]\nid = 3\n");
         assert!(e.contains("exactly two [[port]] tables") && e.contains("found 0"), "{e}");
     }

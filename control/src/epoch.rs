@@ -47,6 +47,8 @@ pub struct Harvester<B> {
     spare: Vec<Box<B>>,
     make: Box<dyn Fn() -> B + Send>,
     counters: HarvestCounters,
+    /// The watermark of the last complete poll: every epoch below it was emitted.
+    passed: Option<u64>,
 }
 
 impl<B: EpochBuffer> Harvester<B> {
@@ -59,6 +61,7 @@ impl<B: EpochBuffer> Harvester<B> {
             spare: Vec::new(),
             make: Box::new(make),
             counters: HarvestCounters::default(),
+            passed: None,
         }
     }
 
@@ -126,6 +129,7 @@ impl<B: EpochBuffer> Harvester<B> {
         }
         // Skip notes for epochs that had no packets at all are dropped once passed.
         self.skipped.retain(|k| *k >= watermark);
+        self.passed = Some(watermark);
         Ok(emitted)
     }
 
@@ -135,6 +139,14 @@ impl<B: EpochBuffer> Harvester<B> {
         self.watermark() == Some(u64::MAX)
             && self.links.iter().all(|l| l.is_drained())
             && self.pending.is_empty()
+    }
+
+    /// Every epoch below this one has been emitted by a poll, or had no packets on any worker
+    /// (`None` before the first poll that saw every worker's clock; `u64::MAX` once all finished).
+    /// What a sink reports to the peer as progress, so an epoch without packets at this point
+    /// can be told from one still on its way.
+    pub fn passed(&self) -> Option<u64> {
+        self.passed
     }
 
     /// What the harvester has done so far.
@@ -202,14 +214,17 @@ mod tests {
         w1.buffer_for(1).unwrap().0.push(1);
         w0.buffer_for(2).unwrap().0.push(0);
         w1.buffer_for(15).unwrap().0.push(1);
+        assert_eq!(h.passed(), None, "no poll yet");
         h.poll(|e| seen.push((e.epoch, e.merged.0.clone()))).unwrap();
         assert!(seen.is_empty(), "worker 0 has not left epoch 0");
+        assert_eq!(h.passed(), Some(0), "worker 0 is still in epoch 0");
         w0.finish();
         w1.finish();
         assert!(!h.done(), "the last buffers are not harvested yet");
         h.poll(|e| seen.push((e.epoch, e.merged.0.clone()))).unwrap();
         assert_eq!(seen, vec![(0, vec![0, 1]), (1, vec![1])]);
         assert!(h.done());
+        assert_eq!(h.passed(), Some(u64::MAX), "every worker finished");
     }
 
     #[test]

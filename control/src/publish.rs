@@ -97,6 +97,8 @@ pub struct Publisher {
     sinks: Vec<Box<dyn EpochSink>>,
     colate: [Option<ColateOutput>; 2],
     counters: PublishCounters,
+    /// The last progress watermark handed to the sinks.
+    progress: u64,
 }
 
 impl Publisher {
@@ -129,7 +131,7 @@ impl Publisher {
                     Some(ColateOutput { acc: EpochAccumulator::new(cfg, ids.point, first_seq)?, archive });
             }
         }
-        Ok(Self { ids, epoch_len_ns, sinks, colate, counters: PublishCounters::default() })
+        Ok(Self { ids, epoch_len_ns, sinks, colate, counters: PublishCounters::default(), progress: 0 })
     }
 
     /// What was published so far.
@@ -250,6 +252,17 @@ impl Publisher {
         self.counters.body_bytes += msg.body.len() as u64;
         for sink in &mut self.sinks {
             sink.deliver(&msg);
+        }
+    }
+
+    /// Tells the sinks that every epoch below `passed_epoch` has been published or had no
+    /// packets ([`Harvester::passed`](crate::epoch::Harvester::passed)); only advances.
+    pub fn progress(&mut self, passed_epoch: u64) {
+        if passed_epoch > self.progress {
+            self.progress = passed_epoch;
+            for sink in &mut self.sinks {
+                sink.progress(passed_epoch);
+            }
         }
     }
 

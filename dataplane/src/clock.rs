@@ -237,9 +237,13 @@ mod tests {
         // Wall clock jumps forward by 1 s at raw = 1e9 (one interval later).
         let next = cal.reanchor(&seg, 1_000_000_000, 1_000_000_000_000 + 2_000_000_000);
         assert_eq!(next.to_ns(1_000_000_000), seg.to_ns(1_000_000_000));
-        // The rate is raised by at most MAX_SLEW_PPM (plus the rate clamp).
+        // The measured rate (half the nominal here) is clamped to nominal·(1 − s), s =
+        // MAX_SLEW_PPM·1e-6, and the slew adds at most a factor (1 + s): per 1e9 ticks at most
+        // 1e9·(1 + s)/(1 − s) ns (= 1 001 000 500.25), plus 1 ns of fixed-point rounding.
+        let s = MAX_SLEW_PPM * 1e-6;
+        let bound = (1e9 * (1.0 + s) / (1.0 - s)).ceil() as u64 + 1;
         let gained = next.to_ns(2_000_000_000) - next.to_ns(1_000_000_000);
-        assert!(gained <= 1_000_000_000 + 1_000_000 + 1, "{gained}");
+        assert!(gained <= bound, "{gained} > {bound}");
         assert!(gained > 1_000_000_000);
     }
 

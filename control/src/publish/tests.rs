@@ -114,3 +114,25 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
     }
     assert_eq!(publisher.counters().colate_archived, publisher.counters().colate_epochs);
 }
+
+/// Records the progress watermarks it is given.
+#[derive(Clone, Default)]
+struct Progress(Arc<Mutex<Vec<u64>>>);
+impl EpochSink for Progress {
+    fn deliver(&mut self, _msg: &EpochMessage) {}
+    fn progress(&mut self, passed_epoch: u64) {
+        self.0.lock().unwrap().push(passed_epoch);
+    }
+}
+
+#[test]
+fn progress_reaches_the_sinks_only_when_it_advances() {
+    let set = SynopsisSet { lda: Some(LdaConfig::single_bank(64, 1.0, 7)), ..SynopsisSet::default() };
+    let ids = PointIds { point: 1, forward_segment: 1, reverse_segment: 2 };
+    let sink = Progress::default();
+    let mut publisher = Publisher::new(ids, 1_000, &set, None, vec![Box::new(sink.clone())]).unwrap();
+    for passed in [0, 3, 3, 2, 7, u64::MAX, 9] {
+        publisher.progress(passed);
+    }
+    assert_eq!(*sink.0.lock().unwrap(), vec![3, 7, u64::MAX]);
+}
