@@ -24,8 +24,8 @@ WORKER_CORE=${BENCH_WORKER_CORE:-1}
 TRAFFIC=${BENCH_TRAFFIC:-"64 mixed"}
 SINGLE=${BENCH_SINGLE:-1}
 WARMUP=2
-# The pcap device with infinite_rx copies the whole pcap (32768 frames) into mbufs of the rx
-# queue's pool at start: the pool must hold them plus the rings.
+# The pcap device with infinite_rx copies the whole pcap into mbufs of the rx queue's pool at
+# start: the pool must hold every frame plus the rings (set per pcap below).
 MBUFS=65535
 
 command -v dpdk-testpmd >/dev/null || { echo "dpdk-testpmd missing: run scripts/setup.sh" >&2; exit 1; }
@@ -111,7 +111,10 @@ run_wirelat() { # $1 = pcap, $2 = synopses
 ALL="fridge lda lds rda colate"
 for traffic in $TRAFFIC; do
     pcap="$tmp/bench-$traffic.pcap"
-    ./target/release/examples/bench_pcap "$traffic" "$pcap"
+    made=$(./target/release/examples/bench_pcap "$traffic" "$pcap")
+    echo "$made"
+    frames=$(awk '{ print $2 }' <<<"$made")
+    MBUFS=$((frames + 16384))
     programs=("testpmd" "forward" "all")
     if [[ "$SINGLE" == 1 ]]; then programs+=($ALL); fi
     for p in "${programs[@]}"; do : >"$tmp/$p.rounds"; done
