@@ -14,9 +14,11 @@
 #   pkg-config    finds libdpdk
 #   libpcap-dev   libpcap for DPDK's pcap virtual device
 #   build-essential  cc, ld
+#   libhwloc-dev  the machine topology (hwloc 2.x) for the core plan of `wirelat run`
+#   libudev-dev   linked by hwloc (hwlocality links it)
 set -euo pipefail
 
-PACKAGES=(libdpdk-dev dpdk-dev libclang-dev clang pkg-config libpcap-dev build-essential)
+PACKAGES=(libdpdk-dev dpdk-dev libclang-dev clang pkg-config libpcap-dev build-essential libhwloc-dev libudev-dev)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -8,17 +8,21 @@ mod check;
 #[cfg(feature = "dpdk")]
 mod demo;
 mod gen_trace;
+mod measure;
+mod offline;
 mod replay;
 #[cfg(feature = "dpdk")]
 mod run;
 mod sample_pcap;
+#[cfg(feature = "dpdk")]
+mod topology;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use wirelat_control::config::Config;
+use wirelat_control::config::{Config, Purpose};
 
 /// DPDK middlebox that forwards traffic untouched and measures its latency passively.
 #[derive(Debug, Parser)]
@@ -35,6 +39,22 @@ enum Command {
         /// The configuration file (see configs/).
         #[arg(long, short, value_name = "FILE.toml")]
         config: PathBuf,
+    },
+    /// Measure pcap files without DPDK: the same pipeline, harvest and outputs as `run`, with
+    /// the packets of port 0 and port 1 merged by timestamp and spread over emulated workers.
+    Offline {
+        /// The configuration file (its [[port]] tables are ignored).
+        #[arg(long, short, value_name = "FILE.toml")]
+        config: PathBuf,
+        /// Frames received on port 0 (forward direction).
+        #[arg(long, value_name = "FILE.pcap")]
+        port0: PathBuf,
+        /// Frames received on port 1 (reverse direction).
+        #[arg(long, value_name = "FILE.pcap")]
+        port1: Option<PathBuf>,
+        /// Emulated workers (default: the configuration's worker count).
+        #[arg(long, value_name = "N")]
+        workers: Option<usize>,
     },
     /// Run the peer that pairs the points' epochs and estimates (see configs/collector.toml).
     Collect {
@@ -113,6 +133,13 @@ fn execute(command: Command) -> Result<(), Failure> {
             let loaded = Config::load(&config).map_err(|e| Failure::Usage(e.to_string()))?;
             run_appliance(&loaded)
         }
+        Command::Offline { config, port0, port1, workers } => {
+            let loaded =
+                Config::load_for(&config, Purpose::Offline).map_err(|e| Failure::Usage(e.to_string()))?;
+            let workers = workers.unwrap_or_else(|| usize::from(loaded.queues()));
+            offline::run(&loaded, &port0, port1.as_deref(), workers).map_err(Failure::Runtime)?;
+            Ok(())
+        }
         Command::Collect { config } => {
             let cfg = wirelat_control::peer::PeerConfig::load(&config)
                 .map_err(|e| Failure::Usage(e.to_string()))?;
@@ -143,6 +170,19 @@ fn run_appliance(config: &Config) -> Result<(), Failure> {
         println!(
             "port {p}: rx {} tx {} tx_retries {} tx_dropped {} oversize_dropped {}",
             t.rx, t.tx, t.tx_retries, t.tx_dropped, t.oversize_dropped
+        );
+    }
+    let m = &summary.measured;
+    if m.frames > 0 || summary.epochs > 0 {
+        println!(
+            "measured {} skipped {} untimed {} late {} overrun_epochs {} overrun_packets {} epochs {}",
+            m.measured,
+            m.skipped(),
+            m.untimed,
+            m.late,
+            summary.overrun_epochs,
+            m.overrun_packets,
+            summary.epochs
         );
     }
     println!("stopped: {:?}", summary.reason);

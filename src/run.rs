@@ -1,33 +1,57 @@
-//! `wirelat run`: brings up DPDK from the configuration, launches one forwarding worker per
-//! queue index on its own EAL lcore, runs the statistics/stop loop on the main lcore, and tears
-//! everything down in order (workers, then ports, then the pool, then the EAL) so that every
-//! frame handed to a port is flushed (the pcap driver closes its output file on close).
+//! `wirelat run`: plans the cores, brings up DPDK from the configuration, launches one worker
+//! per queue index on its own EAL lcore (measuring with the configured synopses, or only
+//! forwarding), runs the control loop on the main lcore (harvest and publish epochs, calibrate
+//! clocks, log counters, watch the stop conditions), and tears everything down in order
+//! (workers, last epochs, outputs, ports, pool, EAL) so that every frame handed to a port is
+//! flushed (the pcap driver closes its output file on close).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use crossbeam::utils::CachePadded;
 use tracing::{info, warn};
-use wirelat_control::config::{Config, MAX_BURST_SIZE};
+use wirelat_control::config::{ClockSource, Config, DeviceKind, MAX_BURST_SIZE};
+use wirelat_control::core_plan::{CorePlan, Topology, pci_numa_node};
+use wirelat_control::epoch::Harvester;
+use wirelat_control::publish::Publisher;
+use wirelat_dataplane::clock::{Calibrator, ClockMap, TraceTime};
 use wirelat_dataplane::dpdk::{
-    Eal, LcoreJob, LcoreOutcome, MAX_BURST, Mempool, MempoolSettings, Port, PortSettings, RxTimestampField,
+    self, Eal, LcoreJob, LcoreOutcome, MAX_BURST, Mempool, MempoolSettings, Port, PortSettings,
+    RxTimestampField,
 };
+use wirelat_dataplane::epoch::{EpochClock, EpochLink};
+use wirelat_dataplane::measuring::{MeasuringHook, PacketClock};
+use wirelat_dataplane::pipeline::{CounterSnapshot, EpochSynopses, Pipeline, SharedCounters};
 use wirelat_dataplane::worker::{
     self, Direction, ForwardOnly, Path, PathInfo, PathSnapshot, WorkerCounters, WorkerSettings,
 };
 
+use crate::measure;
+
 // The configuration's burst limit is the size of the worker's fixed mbuf array.
 const _: () = assert!(MAX_BURST_SIZE as usize == MAX_BURST);
 
-/// How often the main lcore looks at the stop conditions. Not much more often: on a machine
-/// whose cores are shared, frequent wake-ups of the main lcore push other tasks onto the
-/// worker cores (measured: a 5 ms tick cost the forwarder ~15% of its rate).
+/// How often the main lcore looks at the stop conditions at most. Not much more often: on a
+/// machine whose cores are shared, frequent wake-ups of the main lcore push other tasks onto the
+/// worker cores (measured: a 5 ms tick cost the forwarder ~15% of its rate). With short epochs
+/// the harvest ticks faster (a quarter epoch, at least 1 ms).
 const CONTROL_TICK: Duration = Duration::from_millis(50);
 
 /// Time given to NIC tx rings to drain after the workers stopped, before the ports stop.
 const TX_DRAIN: Duration = Duration::from_millis(20);
+
+/// How often the TSC and NIC clock mappings are re-anchored on wall-clock time.
+const CALIBRATION_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Idle ticks of NIC-clocked workers stay this far behind the TSC time (NIC and TSC clocks are
+/// only as close as their calibration: a lagging NIC clock must not make packets late).
+const NIC_IDLE_GUARD_NS: u64 = 1_000_000;
+
+/// After the workers were told to stop, how long the control thread keeps harvesting before it
+/// gives up on a worker that does not finish.
+const FINISH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +71,12 @@ pub struct RunSummary {
     pub reason: StopReason,
     /// Per-port totals over all workers.
     pub ports: [PortTotals; 2],
+    /// Measurement counters over all workers (zero when only forwarding).
+    pub measured: CounterSnapshot,
+    /// Merged epochs published.
+    pub epochs: u64,
+    /// Epochs that some worker could not measure (overruns).
+    pub overrun_epochs: u64,
 }
 
 /// Counters of one port summed over its queues: rx as ingress, the rest as egress.
@@ -64,6 +94,50 @@ pub struct PortTotals {
     pub oversize_dropped: u64,
 }
 
+/// The clocks the workers read and the control thread calibrates.
+struct Clocks {
+    source: ClockSource,
+    tsc: ClockMap,
+    tsc_cal: Calibrator,
+    /// Per port (NIC source only): its map and calibrator.
+    nic: Option<[(ClockMap, Calibrator); 2]>,
+    trace: TraceTime,
+    field: Option<RxTimestampField>,
+}
+
+/// Wall-clock now, in ns since the Unix epoch.
+fn wall_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// The core plan: the configuration's overrides, else the machine topology from hwloc.
+fn core_plan(config: &Config) -> anyhow::Result<CorePlan> {
+    if let Some(plan) = CorePlan::from_overrides(config) {
+        return Ok(plan);
+    }
+    let topo = match crate::topology::machine_topology() {
+        Ok(t) => t,
+        Err(e) => {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            warn!(error = %e, cpus, "no hwloc topology: planning on a flat list of CPUs");
+            Topology::flat(u16::try_from(cpus).unwrap_or(u16::MAX))
+        }
+    };
+    // The NIC's node: the first PCI port's (sysfs, before the EAL binds anything); virtual
+    // devices have none.
+    let nic_node = config
+        .ports
+        .get_ref()
+        .iter()
+        .filter(|p| p.device_kind() == DeviceKind::Pci)
+        .find_map(|p| pci_numa_node(&p.device_name()));
+    let overrides = config.workers.cores.as_ref().map(|c| c.get_ref().clone());
+    CorePlan::plan(&topo, nic_node, usize::from(config.queues()), config.eal.main_core, overrides.as_deref())
+        .context("cannot place the workers")
+}
+
 /// Runs the appliance until a signal or a `[stop]` condition.
 pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -72,7 +146,15 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
             .context("cannot install the signal handler")?;
     }
 
-    let eal = Eal::init(config.eal_args())?;
+    let plan = core_plan(config)?;
+    info!(main_core = plan.main, worker_cores = ?plan.workers, notes = ?plan.notes, "core plan");
+    let measuring = !config.synopses_config().is_empty();
+    measure::log_measurement(config, "run");
+    // Everything that can fail on the configuration fails before the EAL starts.
+    let template = measuring.then(|| measure::epoch_template(config)).transpose()?;
+    let mut publisher = measuring.then(|| measure::publisher(config)).transpose()?;
+
+    let eal = Eal::init(config.eal_args(&plan))?;
     let queues = config.queues();
     let lcores = eal.worker_lcores();
     if lcores.len() != usize::from(queues) {
@@ -140,11 +222,35 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let rx_timestamp = RxTimestampField::lookup();
     info!(registered = rx_timestamp.is_some(), "rx timestamp dynamic field");
 
+    let clocks = if measuring {
+        Some(setup_clocks(config, &eal, [port0, port1], rx_timestamp, queues)?)
+    } else {
+        None
+    };
+
     let counters: Vec<CachePadded<WorkerCounters>> = (0..queues).map(|_| CachePadded::default()).collect();
+    let measure_counters: Vec<CachePadded<SharedCounters>> =
+        (0..queues).map(|_| CachePadded::default()).collect();
+    let abort = AtomicBool::new(false);
     let settings = WorkerSettings {
         burst_size: *config.workers.burst_size.get_ref(),
         tx_retry_limit: config.workers.tx_retry_limit,
     };
+
+    // The epoch rings: one link per worker, all allocation here.
+    let mut links = Vec::new();
+    let mut writers = Vec::new();
+    if let Some(t) = &template {
+        let clock = EpochClock::new(config.epochs.length_ns()).context("epoch length is 0")?;
+        for _ in 0..queues {
+            let t = t.clone();
+            let (link, writer) = EpochLink::new(*config.epochs.ring.get_ref(), clock, move || t.clone());
+            links.push(link);
+            writers.push(Some(writer));
+        }
+    }
+    let mut harvester = template.map(|t| Harvester::new(links, move || t.clone()));
+    let set = config.synopsis_set();
 
     // Worker q: port0 rx q -> port1 tx q, and port1 rx q -> port0 tx q.
     let mut jobs = Vec::with_capacity(usize::from(queues));
@@ -154,25 +260,91 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
             path(Direction::Port1ToPort0, q, port1, port0, rx_timestamp)?,
         ];
         let worker_counters: &WorkerCounters = &counters[usize::from(q)];
+        let shared: &SharedCounters = &measure_counters[usize::from(q)];
         let stop = &*stop;
+        let abort = &abort;
+        let measurement = match (&clocks, writers.get_mut(usize::from(q)).and_then(Option::take)) {
+            (Some(c), Some(writer)) => {
+                let pipeline = Pipeline::new(
+                    config.packet_config(),
+                    writer,
+                    set.new_fridge_carry(),
+                    config.epochs.overrun,
+                );
+                Some((pipeline, c))
+            }
+            _ => None,
+        };
         jobs.push(LcoreJob {
             lcore,
             job: Box::new(move || {
                 tracing::debug!(queue = q, lcore = Eal::current_lcore(), "worker started");
-                worker::run(&mut paths, &settings, worker_counters, stop, &mut ForwardOnly);
+                match measurement {
+                    None => worker::run(&mut paths, &settings, worker_counters, stop, &mut ForwardOnly),
+                    Some((pipeline, c)) => {
+                        let clock = packet_clock(c, usize::from(q));
+                        let mut hook = MeasuringHook::new(pipeline, clock, shared, abort);
+                        match (c.source, c.field) {
+                            (ClockSource::Trace, Some(field)) => worker::run_trace_ordered(
+                                &mut paths,
+                                &settings,
+                                worker_counters,
+                                stop,
+                                &mut hook,
+                                field,
+                            ),
+                            _ => worker::run(&mut paths, &settings, worker_counters, stop, &mut hook),
+                        }
+                    }
+                }
                 0
             }),
         });
     }
 
-    info!(workers = queues, burst_size = settings.burst_size, "forwarding");
+    info!(workers = queues, burst_size = settings.burst_size, measuring, "forwarding");
     let started = Instant::now();
-    let (reason, outcomes) =
-        eal.run_on_lcores(jobs, || control_loop(config, [port0, port1], &counters, &stop))?;
+    let mut control = Control {
+        config,
+        ports: [port0, port1],
+        counters: &counters,
+        measure_counters: &measure_counters,
+        stop: &stop,
+        abort: &abort,
+        harvester: harvester.as_mut(),
+        publisher: publisher.as_mut(),
+        clocks: clocks.as_ref(),
+        tsc_cal: clocks.as_ref().map(|c| c.tsc_cal.clone()),
+        nic_cals: clocks
+            .as_ref()
+            .and_then(|c| c.nic.as_ref())
+            .map_or_else(Vec::new, |n| n.iter().map(|(_, cal)| cal.clone()).collect()),
+    };
+    let (reason, outcomes) = eal.run_on_lcores(jobs, || control.run())?;
     let elapsed = started.elapsed();
+    // Every worker has returned: the last epochs are all handed over.
+    control.finish_harvest(Instant::now() + Duration::from_secs(1));
+    if let Some(p) = control.publisher.as_mut()
+        && let Err(e) = p.finish()
+    {
+        warn!(error = %e, "closing the outputs");
+    }
     std::thread::sleep(TX_DRAIN);
 
     let totals = log_counters("final", [port0, port1], &counters, None);
+    let measured = log_measure_counters("final", &measure_counters);
+    let epochs = control.publisher.as_ref().map_or(0, |p| p.counters().epochs);
+    let overrun_epochs = control.harvester.as_ref().map_or(0, |h| h.overrun_epochs());
+    if let Some(h) = &control.harvester {
+        let c = h.counters();
+        info!(
+            epochs = c.epochs,
+            incomplete = c.incomplete_epochs,
+            shards = c.shards,
+            overrun_epochs,
+            "harvest"
+        );
+    }
     info!(reason = ?reason, seconds = elapsed.as_secs_f64(), mbufs_in_use = pool.in_use(), "stopped");
     for outcome in &outcomes {
         if outcome.status != 0 {
@@ -188,7 +360,110 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     if failed {
         bail!("a worker lcore failed; see the log above");
     }
-    Ok(RunSummary { reason, ports: totals })
+    Ok(RunSummary { reason, ports: totals, measured, epochs, overrun_epochs })
+}
+
+/// Sets up the configured clock; logs which one is used.
+fn setup_clocks(
+    config: &Config,
+    eal: &Eal,
+    ports: [&Port<'_>; 2],
+    field: Option<RxTimestampField>,
+    workers: u16,
+) -> anyhow::Result<Clocks> {
+    let tsc_hz = eal.tsc_hz() as f64;
+    let (tsc_cal, seg) =
+        Calibrator::start(dpdk::rdtsc(), wall_ns(), tsc_hz, CALIBRATION_INTERVAL.as_nanos() as u64);
+    let mut clocks = Clocks {
+        source: config.clock.source,
+        tsc: ClockMap::new(seg),
+        tsc_cal,
+        nic: None,
+        trace: TraceTime::new(usize::from(workers)),
+        field,
+    };
+    match config.clock.source {
+        ClockSource::Trace => {
+            if field.is_none() {
+                bail!(
+                    "[clock] source = \"trace\" needs rx timestamps in the mbufs, and no driver registered \
+                     the timestamp field: use DPDK's pcap device (net_pcap) for trace replay"
+                );
+            }
+            info!(
+                clock = "trace",
+                unit = "µs from the pcap device, × 1000",
+                "packet clock: pcap record time"
+            );
+        }
+        ClockSource::Tsc => {
+            info!(
+                clock = "tsc",
+                tsc_hz,
+                recalibrate_s = CALIBRATION_INTERVAL.as_secs(),
+                "packet clock: TSC, once per burst"
+            );
+        }
+        ClockSource::Nic => match nic_clocks(ports, field) {
+            Ok(maps) => {
+                info!(clock = "nic", "packet clock: NIC rx timestamps, calibrated with rte_eth_read_clock");
+                clocks.nic = Some(maps);
+            }
+            Err(why) => {
+                warn!(reason = %why, "packet clock: NIC timestamps unavailable, falling back to the TSC");
+                clocks.source = ClockSource::Tsc;
+            }
+        },
+    }
+    Ok(clocks)
+}
+
+/// Calibrates each port's device clock against wall-clock time over a short interval.
+fn nic_clocks(
+    ports: [&Port<'_>; 2],
+    field: Option<RxTimestampField>,
+) -> Result<[(ClockMap, Calibrator); 2], String> {
+    if field.is_none() {
+        return Err("no driver registered the rx timestamp field".into());
+    }
+    for p in ports {
+        if !p.info().rx_timestamp_offload {
+            return Err(format!("port {} does not offer the rx timestamp offload", p.info().name));
+        }
+    }
+    let first: Vec<(u64, u64)> = ports
+        .iter()
+        .map(|p| p.read_clock().map(|c| (c, wall_ns())))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_millis(100));
+    let mut out = Vec::with_capacity(2);
+    for (p, (raw0, wall0)) in ports.iter().zip(first) {
+        let raw1 = p.read_clock().map_err(|e| e.to_string())?;
+        let wall1 = wall_ns();
+        if raw1 <= raw0 || wall1 <= wall0 {
+            return Err(format!("port {}: the device clock does not advance", p.info().name));
+        }
+        let hz = (raw1 - raw0) as f64 * 1e9 / (wall1 - wall0) as f64;
+        let (cal, seg) = Calibrator::start(raw1, wall1, hz, CALIBRATION_INTERVAL.as_nanos() as u64);
+        out.push((ClockMap::new(seg), cal));
+    }
+    let mut it = out.into_iter();
+    match (it.next(), it.next()) {
+        (Some(a), Some(b)) => Ok([a, b]),
+        _ => Err("two ports needed".into()),
+    }
+}
+
+/// Worker `w`'s view of the clocks.
+fn packet_clock(c: &Clocks, w: usize) -> PacketClock<'_> {
+    match (c.source, c.field, &c.nic) {
+        (ClockSource::Trace, Some(field), _) => PacketClock::Trace { field, time: &c.trace, worker: w },
+        (ClockSource::Nic, Some(field), Some([a, b])) => {
+            PacketClock::Nic { field, ports: [&a.0, &b.0], tsc: &c.tsc, idle_guard_ns: NIC_IDLE_GUARD_NS }
+        }
+        _ => PacketClock::Tsc { map: &c.tsc },
+    }
 }
 
 /// One direction of worker `queue`: rx queue `queue` of `rx`, tx queue `queue` of `tx`.
@@ -207,61 +482,151 @@ fn path<'p>(
     })
 }
 
-/// The main lcore's loop: periodic counters, and the stop conditions. Sets `stop` when done.
-fn control_loop(
-    config: &Config,
-    ports: [&Port<'_>; 2],
-    counters: &[CachePadded<WorkerCounters>],
-    stop: &AtomicBool,
-) -> StopReason {
-    let started = Instant::now();
-    let interval = Duration::from_millis(config.stats.interval_ms);
-    let idle_limit = Duration::from_millis(config.stop.idle_ms);
-    let deadline = Duration::from_millis(config.stop.after_ms);
+/// The main lcore's state: statistics, stop conditions, harvest and clock calibration.
+struct Control<'a, 'p> {
+    config: &'a Config,
+    ports: [&'a Port<'p>; 2],
+    counters: &'a [CachePadded<WorkerCounters>],
+    measure_counters: &'a [CachePadded<SharedCounters>],
+    stop: &'a AtomicBool,
+    abort: &'a AtomicBool,
+    harvester: Option<&'a mut Harvester<EpochSynopses>>,
+    publisher: Option<&'a mut Publisher>,
+    clocks: Option<&'a Clocks>,
+    /// The control thread's calibrators (TSC, and each port's NIC clock).
+    tsc_cal: Option<Calibrator>,
+    nic_cals: Vec<Calibrator>,
+}
 
-    let mut next_report = started + interval;
-    let mut last_report: Option<(Instant, [PortTotals; 2])> = Some((started, [PortTotals::default(); 2]));
-    let mut last_rx = 0u64;
-    let mut last_polls = 0u64;
-    let mut idle = Duration::ZERO;
-    let mut last_tick = started;
+impl Control<'_, '_> {
+    /// Runs until a stop condition, then keeps harvesting until every worker has finished.
+    fn run(&mut self) -> StopReason {
+        let config = self.config;
+        let started = Instant::now();
+        let interval = Duration::from_millis(config.stats.interval_ms);
+        let idle_limit = Duration::from_millis(config.stop.idle_ms);
+        let deadline = Duration::from_millis(config.stop.after_ms);
+        let quarter_epoch = Duration::from_nanos(config.epochs.length_ns() / 4);
+        let tick_len = if self.harvester.is_some() {
+            CONTROL_TICK.min(quarter_epoch).max(Duration::from_millis(1))
+        } else {
+            CONTROL_TICK
+        };
+        let harvest_delay = Duration::from_millis(config.debug.harvest_delay_ms);
 
-    let reason = loop {
-        if stop.load(Ordering::Relaxed) {
-            break StopReason::Signal;
-        }
-        std::thread::sleep(CONTROL_TICK);
-        let now = Instant::now();
-        let tick = now - last_tick;
-        last_tick = now;
+        let mut next_report = started + interval;
+        let mut last_report: Option<(Instant, [PortTotals; 2])> = Some((started, [PortTotals::default(); 2]));
+        let mut next_calibration = started + CALIBRATION_INTERVAL;
+        let mut last_rx = 0u64;
+        let mut last_polls = 0u64;
+        let mut idle = Duration::ZERO;
+        let mut last_tick = started;
 
-        let rx: u64 =
-            counters.iter().flat_map(|c| &c.paths).map(|p| p.rx_packets.load(Ordering::Relaxed)).sum();
-        let polls: u64 = counters.iter().map(|c| c.polls.load(Ordering::Relaxed)).sum();
-        // Idle time counts only while the workers actually polled: a starved worker on a busy
-        // machine is not an exhausted trace.
-        if rx != last_rx {
-            idle = Duration::ZERO;
-        } else if polls != last_polls {
-            idle += tick;
-        }
-        last_rx = rx;
-        last_polls = polls;
+        let reason = loop {
+            if self.stop.load(Ordering::Relaxed) {
+                break StopReason::Signal;
+            }
+            std::thread::sleep(tick_len);
+            let now = Instant::now();
+            let tick = now - last_tick;
+            last_tick = now;
 
-        if !idle_limit.is_zero() && idle >= idle_limit {
-            break StopReason::Idle;
+            if !harvest_delay.is_zero() {
+                std::thread::sleep(harvest_delay);
+            }
+            self.harvest();
+            if now >= next_calibration {
+                self.calibrate();
+                next_calibration = now + CALIBRATION_INTERVAL;
+            }
+
+            let rx: u64 = self
+                .counters
+                .iter()
+                .flat_map(|c| &c.paths)
+                .map(|p| p.rx_packets.load(Ordering::Relaxed))
+                .sum();
+            let polls: u64 = self.counters.iter().map(|c| c.polls.load(Ordering::Relaxed)).sum();
+            // Idle time counts only while the workers actually polled: a starved worker on a busy
+            // machine is not an exhausted trace.
+            if rx != last_rx {
+                idle = Duration::ZERO;
+            } else if polls != last_polls {
+                idle += tick;
+            }
+            last_rx = rx;
+            last_polls = polls;
+
+            if !idle_limit.is_zero() && idle >= idle_limit {
+                break StopReason::Idle;
+            }
+            if !deadline.is_zero() && now - started >= deadline {
+                break StopReason::Deadline;
+            }
+            if !interval.is_zero() && now >= next_report {
+                let totals = log_counters("interval", self.ports, self.counters, last_report);
+                log_measure_counters("interval", self.measure_counters);
+                last_report = Some((now, totals));
+                next_report = now + interval;
+            }
+        };
+        self.stop.store(true, Ordering::Relaxed);
+        // Workers finish their last bursts (and, with policy `wait`, may need buffers back).
+        self.finish_harvest(Instant::now() + FINISH_TIMEOUT);
+        reason
+    }
+
+    /// Harvests until every worker has finished or `until`; then stops any wait of the workers.
+    fn finish_harvest(&mut self, until: Instant) {
+        let Some(h) = self.harvester.as_deref() else { return };
+        let mut done = h.done();
+        while !done && Instant::now() < until {
+            self.harvest();
+            std::thread::sleep(Duration::from_millis(1));
+            done = self.harvester.as_deref().is_some_and(|h| h.done());
         }
-        if !deadline.is_zero() && now - started >= deadline {
-            break StopReason::Deadline;
+        if !done {
+            warn!("a worker did not hand over its last epoch in time; its last epochs are lost");
+            self.abort.store(true, Ordering::Relaxed);
         }
-        if !interval.is_zero() && now >= next_report {
-            let totals = log_counters("interval", ports, counters, last_report);
-            last_report = Some((now, totals));
-            next_report = now + interval;
+    }
+
+    /// Merges and publishes every epoch all workers have passed.
+    fn harvest(&mut self) {
+        let (Some(h), Some(p)) = (self.harvester.as_deref_mut(), self.publisher.as_deref_mut()) else {
+            return;
+        };
+        let result = h.poll(|e| {
+            if let Err(err) = p.publish(e.epoch, e.merged, e.shards, e.complete) {
+                warn!(epoch = e.epoch, error = %err, "publishing an epoch");
+            }
+        });
+        match result {
+            Ok(_) => {
+                if let Some(passed) = h.passed() {
+                    p.progress(passed);
+                }
+            }
+            Err(e) => warn!(error = %e, "merging worker shards failed"),
         }
-    };
-    stop.store(true, Ordering::Relaxed);
-    reason
+    }
+
+    /// Re-anchors the TSC and NIC clock mappings on wall-clock time.
+    fn calibrate(&mut self) {
+        let Some(c) = self.clocks else { return };
+        if let Some(cal) = &mut self.tsc_cal {
+            let raw = dpdk::rdtsc();
+            let wall = wall_ns();
+            c.tsc.publish(cal.reanchor(&c.tsc.segment(), raw, wall));
+        }
+        if let Some(nic) = &c.nic {
+            for (i, (map, _)) in nic.iter().enumerate() {
+                let (Some(cal), Some(port)) = (self.nic_cals.get_mut(i), self.ports.get(i)) else { continue };
+                let Ok(raw) = port.read_clock() else { continue };
+                map.publish(cal.reanchor(&map.segment(), raw, wall_ns()));
+            }
+        }
+    }
 }
 
 /// Logs per-port counters (ours and the device's), and per-queue ones when there are several
@@ -335,4 +700,38 @@ fn log_counters(
         }
     }
     totals
+}
+
+/// Logs the measurement counters per worker (when several) and in total; returns the total.
+fn log_measure_counters(label: &str, counters: &[CachePadded<SharedCounters>]) -> CounterSnapshot {
+    let mut total = CounterSnapshot::default();
+    for (q, c) in counters.iter().enumerate() {
+        let s = c.snapshot();
+        if counters.len() > 1 {
+            log_snapshot(label, Some(q), &s);
+        }
+        total.add(&s);
+    }
+    log_snapshot(label, None, &total);
+    total
+}
+
+fn log_snapshot(label: &str, worker: Option<usize>, s: &CounterSnapshot) {
+    info!(
+        label,
+        worker,
+        frames = s.frames,
+        measured = s.measured,
+        skipped_arp = s.arp,
+        skipped_unknown_ethertype = s.unknown_ethertype,
+        skipped_fragment = s.fragment,
+        skipped_truncated = s.truncated,
+        skipped_malformed = s.malformed,
+        untimed = s.untimed,
+        late = s.late,
+        overrun_epochs = s.overrun_epochs,
+        overrun_packets = s.overrun_packets,
+        waits = s.waits,
+        "measure counters"
+    );
 }

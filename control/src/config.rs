@@ -22,6 +22,14 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
+use wirelat_dataplane::packet::PacketConfig;
+use wirelat_dataplane::pipeline::{OverrunPolicy, SynopsisSet};
+
+use crate::core_plan::CorePlan;
+use crate::publish::PointIds;
+use crate::ship::ShipConfig;
+use crate::sink::LOCAL_SEGMENT;
+use crate::synopses::SynopsesConfig;
 
 /// Largest rx/tx burst a worker handles (the size of its fixed mbuf array).
 pub const MAX_BURST_SIZE: u16 = 64;
@@ -95,9 +103,159 @@ pub struct Config {
     /// When to stop on its own (trace mode, benchmarks).
     #[serde(default)]
     pub stop: StopConfig,
-    /// The two ports of the bump in the wire (`[[port]]` tables).
-    #[serde(rename = "port")]
+    /// The two ports of the bump in the wire (`[[port]]` tables). Required by `wirelat run`,
+    /// ignored by `wirelat offline`.
+    #[serde(rename = "port", default = "no_ports")]
     pub ports: Spanned<Vec<PortConfig>>,
+    /// This measurement point.
+    #[serde(default)]
+    pub point: PointConfig,
+    /// Segment ids of the two directions.
+    #[serde(default = "default_segments")]
+    pub segments: Spanned<SegmentsConfig>,
+    /// Epoch windows and the buffer ring.
+    #[serde(default)]
+    pub epochs: EpochsConfig,
+    /// Where packet timestamps come from.
+    #[serde(default)]
+    pub clock: ClockConfig,
+    /// The packet layer (`[packet]`, `[packet.classify]`): identity seed, payload prefix,
+    /// request/response classifiers.
+    #[serde(default)]
+    pub packet: Option<Spanned<PacketConfig>>,
+    /// Which synopses run, with their configurations (`[synopses.<name>]`); none = forward only.
+    #[serde(default)]
+    pub synopses: Option<Spanned<SynopsesConfig>>,
+    /// Where harvested epochs go.
+    #[serde(default)]
+    pub output: OutputConfig,
+    /// Ship every harvested epoch to a peer (`wirelat collect`) over the network, besides the
+    /// local `[output]` sinks (W9's [`crate::ship::NetworkSink`]).
+    #[serde(default)]
+    pub ship: Option<Spanned<ShipConfig>>,
+    /// Knobs for tests.
+    #[serde(default)]
+    pub debug: DebugConfig,
+}
+
+fn default_segments() -> Spanned<SegmentsConfig> {
+    Spanned::new(0..0, SegmentsConfig::default())
+}
+
+fn no_ports() -> Spanned<Vec<PortConfig>> {
+    Spanned::new(0..0, Vec::new())
+}
+
+/// `[point]`: this appliance.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PointConfig {
+    /// The point id carried by every message (both points of a segment need different ids).
+    pub id: u32,
+}
+
+impl Default for PointConfig {
+    fn default() -> Self {
+        Self { id: 1 }
+    }
+}
+
+/// `[segments]`: which segment each direction's two-point synopses belong to.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SegmentsConfig {
+    /// Segment of packets received on port 0 (client → server).
+    pub forward: u32,
+    /// Segment of packets received on port 1 (server → client).
+    pub reverse: u32,
+}
+
+impl Default for SegmentsConfig {
+    fn default() -> Self {
+        Self { forward: 1, reverse: 2 }
+    }
+}
+
+/// `[epochs]`: windows of the packet timestamp and the per-worker buffer ring.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EpochsConfig {
+    /// Epoch length E in milliseconds: epoch k is [k·E, (k+1)·E) of the packet timestamp.
+    pub length_ms: Spanned<u64>,
+    /// Synopsis buffers per worker (at least 2).
+    pub ring: Spanned<usize>,
+    /// What a worker does when the control thread has not returned a buffer at a boundary:
+    /// `skip` (count it, do not measure that epoch; live) or `wait` (trace replay).
+    pub overrun: OverrunPolicy,
+}
+
+impl Default for EpochsConfig {
+    fn default() -> Self {
+        Self {
+            length_ms: Spanned::new(0..0, 1000),
+            ring: Spanned::new(0..0, 4),
+            overrun: OverrunPolicy::Skip,
+        }
+    }
+}
+
+impl EpochsConfig {
+    /// E in ns.
+    pub fn length_ns(&self) -> u64 {
+        self.length_ms.get_ref().saturating_mul(1_000_000)
+    }
+}
+
+/// Where packet timestamps come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockSource {
+    /// The pcap record time delivered by DPDK's pcap device (µs on DPDK 22.11), for replays.
+    Trace,
+    /// The TSC read once per burst, converted to wall-clock ns.
+    #[default]
+    Tsc,
+    /// The NIC's rx timestamp, converted to wall-clock ns; TSC where a port lacks it.
+    Nic,
+}
+
+impl ClockSource {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClockSource::Trace => "trace",
+            ClockSource::Tsc => "tsc",
+            ClockSource::Nic => "nic",
+        }
+    }
+}
+
+/// `[clock]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClockConfig {
+    /// `trace`, `tsc` (default) or `nic`.
+    pub source: ClockSource,
+}
+
+/// `[output]`: the local outputs of harvested epochs.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// JSON lines (one per epoch and synopsis) to this file, or `-` for stdout.
+    pub json: Option<String>,
+    /// Write each message's encoded body to a file in this directory.
+    pub dump_dir: Option<PathBuf>,
+    /// Append COLATE's closed counter epochs to archives in this directory.
+    pub colate_archive: Option<PathBuf>,
+}
+
+/// `[debug]`: knobs for tests; leave them alone in production.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DebugConfig {
+    /// Sleep this long before each harvest (makes the control thread slow, to test overruns).
+    pub harvest_delay_ms: u64,
 }
 
 /// `[eal]`: how the DPDK EAL is started.
@@ -108,13 +266,13 @@ pub struct EalConfig {
     /// Lcore options are derived from `[workers]` and rejected here; port devices are added as
     /// `--vdev` / `-a` from `[[port]] device`.
     pub args: Spanned<Vec<String>>,
-    /// CPU of the main lcore (control and statistics loop).
-    pub main_core: u16,
+    /// CPU of the main lcore (control thread); overrides the core plan.
+    pub main_core: Option<u16>,
 }
 
 impl Default for EalConfig {
     fn default() -> Self {
-        Self { args: Spanned::new(0..0, Vec::new()), main_core: 0 }
+        Self { args: Spanned::new(0..0, Vec::new()), main_core: None }
     }
 }
 
@@ -123,8 +281,10 @@ impl Default for EalConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct WorkersConfig {
     /// CPU of each worker; worker `i` polls rx queue `i` of both ports. Its length is the
-    /// number of queues per port.
-    pub cores: Spanned<Vec<u16>>,
+    /// number of queues per port. Overrides the core plan (and `count`).
+    pub cores: Option<Spanned<Vec<u16>>>,
+    /// Number of workers when `cores` is absent: the core plan places them.
+    pub count: Spanned<u16>,
     /// Mbufs per rx burst, 1..=64.
     pub burst_size: Spanned<u16>,
     /// Extra tx bursts tried while a tx ring is full before the rest is dropped (and counted).
@@ -133,7 +293,12 @@ pub struct WorkersConfig {
 
 impl Default for WorkersConfig {
     fn default() -> Self {
-        Self { cores: Spanned::new(0..0, vec![1]), burst_size: Spanned::new(0..0, 32), tx_retry_limit: 64 }
+        Self {
+            cores: None,
+            count: Spanned::new(0..0, 1),
+            burst_size: Spanned::new(0..0, 32),
+            tx_retry_limit: 64,
+        }
     }
 }
 
@@ -271,28 +436,77 @@ fn is_hex(s: &str) -> bool {
     !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit())
 }
 
+/// What the configuration is loaded for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// `wirelat run`: the two `[[port]]` tables are required.
+    Run,
+    /// `wirelat offline`: ports are ignored (pcap files stand in for them).
+    Offline,
+}
+
 impl Config {
-    /// Reads, parses and validates `path`.
+    /// Reads, parses and validates `path` for `wirelat run`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-        Self::parse(&text, path)
+        Self::load_for(path, Purpose::Run)
     }
 
-    /// Parses and validates `text`; `path` is only used in error messages.
+    /// Reads, parses and validates `path` for `purpose`.
+    pub fn load_for(path: &Path, purpose: Purpose) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        Self::parse_for(&text, path, purpose)
+    }
+
+    /// Parses and validates `text` for `wirelat run`; `path` is only used in error messages.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        Self::parse_for(text, path, Purpose::Run)
+    }
+
+    /// Parses and validates `text` for `purpose`; `path` is only used in error messages.
+    pub fn parse_for(text: &str, path: &Path, purpose: Purpose) -> Result<Config, ConfigError> {
         let config: Config = toml::from_str(text).map_err(|e| {
             let span = e.span();
             invalid(path, text, span, e.message().trim_end().to_owned())
         })?;
-        config.validate(text, path)?;
+        config.validate(text, path, purpose)?;
         Ok(config)
     }
 
     /// Number of queues per port (= number of workers).
     pub fn queues(&self) -> u16 {
         // validate() bounds the worker count to RTE_MAX_LCORE - 1.
-        u16::try_from(self.workers.cores.get_ref().len()).unwrap_or(u16::MAX)
+        match &self.workers.cores {
+            Some(cores) => u16::try_from(cores.get_ref().len()).unwrap_or(u16::MAX),
+            None => *self.workers.count.get_ref(),
+        }
+    }
+
+    /// The packet layer's settings (defaults when `[packet]` is absent).
+    pub fn packet_config(&self) -> PacketConfig {
+        self.packet.as_ref().map(|p| p.get_ref().clone()).unwrap_or_default()
+    }
+
+    /// The enabled synopses (none when `[synopses]` is absent).
+    pub fn synopses_config(&self) -> SynopsesConfig {
+        self.synopses.as_ref().map(|s| s.get_ref().clone()).unwrap_or_default()
+    }
+
+    /// The `[ship]` table, if the epochs go to a peer.
+    pub fn ship_config(&self) -> Option<&ShipConfig> {
+        self.ship.as_ref().map(Spanned::get_ref)
+    }
+
+    /// The enabled synopses as the data plane's set.
+    pub fn synopsis_set(&self) -> SynopsisSet {
+        let s = self.synopses_config();
+        SynopsisSet { fridge: s.fridge, lda: s.lda, lds: s.lds, rda: s.rda, colate: s.colate }
+    }
+
+    /// Point and segment ids.
+    pub fn point_ids(&self) -> PointIds {
+        let seg = self.segments.get_ref();
+        PointIds { point: self.point.id, forward_segment: seg.forward, reverse_segment: seg.reverse }
     }
 
     /// Mbufs for the pool: the configured number, or enough for every rx ring to be full,
@@ -317,12 +531,13 @@ impl Config {
         need.saturating_add(1).checked_next_power_of_two().map_or(u32::MAX, |p| p - 1)
     }
 
-    /// The full EAL argument list (without the program name): `[eal] args`, the lcore map
-    /// (lcore 0 on `main_core`, lcore i+1 on worker core i) and one `--vdev` or `-a` per port.
-    pub fn eal_args(&self) -> Vec<String> {
+    /// The full EAL argument list (without the program name): `[eal] args`, the lcore map of
+    /// `plan` (lcore 0 on its main core, lcore i+1 on worker core i) and one `--vdev` or `-a` per
+    /// port.
+    pub fn eal_args(&self, plan: &CorePlan) -> Vec<String> {
         let mut args: Vec<String> = self.eal.args.get_ref().clone();
-        let mut lcores = format!("0@{}", self.eal.main_core);
-        for (i, core) in self.workers.cores.get_ref().iter().enumerate() {
+        let mut lcores = format!("0@{}", plan.main);
+        for (i, core) in plan.workers.iter().enumerate() {
             lcores.push_str(&format!(",{}@{}", i + 1, core));
         }
         args.push(format!("--lcores={lcores}"));
@@ -339,11 +554,12 @@ impl Config {
         args
     }
 
-    fn validate(&self, text: &str, path: &Path) -> Result<(), ConfigError> {
+    fn validate(&self, text: &str, path: &Path, purpose: Purpose) -> Result<(), ConfigError> {
         let fail = |span: Range<usize>, message: String| Err(invalid(path, text, Some(span), message));
 
+        self.validate_measurement(text, path)?;
         let ports = self.ports.get_ref();
-        if ports.len() != 2 {
+        if purpose == Purpose::Run && ports.len() != 2 {
             return fail(
                 self.ports.span(),
                 format!(
@@ -379,22 +595,28 @@ impl Config {
             }
         }
 
-        let cores = self.workers.cores.get_ref();
-        if cores.is_empty() {
-            return fail(self.workers.cores.span(), "at least one worker core is needed".into());
+        let count = &self.workers.count;
+        if *count.get_ref() == 0 || *count.get_ref() >= 128 {
+            return fail(count.span(), format!("{} workers is outside 1..=127", count.get_ref()));
         }
-        if cores.len() >= 128 {
-            return fail(
-                self.workers.cores.span(),
-                format!("{} workers exceed DPDK's 127 worker lcores", cores.len()),
-            );
-        }
-        for (i, core) in cores.iter().enumerate() {
-            if cores[..i].contains(core) {
+        if let Some(cores_spanned) = &self.workers.cores {
+            let cores = cores_spanned.get_ref();
+            if cores.is_empty() {
+                return fail(cores_spanned.span(), "at least one worker core is needed".into());
+            }
+            if cores.len() >= 128 {
                 return fail(
-                    self.workers.cores.span(),
-                    format!("core {core} is listed twice: each worker needs its own core"),
+                    cores_spanned.span(),
+                    format!("{} workers exceed DPDK's 127 worker lcores", cores.len()),
                 );
+            }
+            for (i, core) in cores.iter().enumerate() {
+                if cores[..i].contains(core) {
+                    return fail(
+                        cores_spanned.span(),
+                        format!("core {core} is listed twice: each worker needs its own core"),
+                    );
+                }
             }
         }
         let burst = *self.workers.burst_size.get_ref();
@@ -430,6 +652,52 @@ impl Config {
                     ),
                 );
             }
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// Checks what measurement needs: point and segment ids, epochs, the packet layer and every
+    /// synopsis configuration.
+    fn validate_measurement(&self, text: &str, path: &Path) -> Result<(), ConfigError> {
+        let fail = |span: Range<usize>, message: String| Err(invalid(path, text, Some(span), message));
+        let seg = self.segments.get_ref();
+        if seg.forward == LOCAL_SEGMENT || seg.reverse == LOCAL_SEGMENT || seg.forward == seg.reverse {
+            return fail(
+                self.segments.span(),
+                format!(
+                    "segment ids must differ from each other and from {LOCAL_SEGMENT} (the fridge's local \
+                     segment); got forward = {}, reverse = {}",
+                    seg.forward, seg.reverse
+                ),
+            );
+        }
+        let len = &self.epochs.length_ms;
+        if *len.get_ref() == 0 || *len.get_ref() > 86_400_000 {
+            return fail(len.span(), format!("epoch length {} ms is outside 1..=86400000", len.get_ref()));
+        }
+        let ring = &self.epochs.ring;
+        if *ring.get_ref() < 2 || *ring.get_ref() > 64 {
+            return fail(ring.span(), format!("a ring of {} buffers is outside 2..=64", ring.get_ref()));
+        }
+        if let Some(p) = &self.packet
+            && let Err(e) = p.get_ref().validate()
+        {
+            return fail(p.span(), e.to_string());
+        }
+        if let Some(s) = &self.synopses
+            && let Err(e) = s.get_ref().validate()
+        {
+            return fail(s.span(), format!("synopses.{e}"));
+        }
+        if let Some(ship) = &self.ship
+            && self.synopses_config().is_empty()
+        {
+            return fail(
+                ship.span(),
+                "[ship] needs at least one [synopses.*] table: nothing is measured".into(),
+            );
         }
         Ok(())
     }
@@ -532,10 +800,17 @@ device = "net_pcap1,tx_pcap=out1.pcap"
     #[test]
     fn minimal_config_gets_every_default() {
         let c = parse(MINIMAL).expect("minimal config parses");
-        assert_eq!(c.workers.cores.get_ref(), &vec![1]);
+        assert_eq!(c.workers.cores, None);
+        assert_eq!(c.queues(), 1);
         assert_eq!(*c.workers.burst_size.get_ref(), 32);
         assert_eq!(c.workers.tx_retry_limit, 64);
-        assert_eq!(c.eal.main_core, 0);
+        assert_eq!(c.eal.main_core, None);
+        assert_eq!(c.point_ids(), PointIds { point: 1, forward_segment: 1, reverse_segment: 2 });
+        assert_eq!(c.epochs.length_ns(), 1_000_000_000);
+        assert_eq!(c.epochs.overrun, OverrunPolicy::Skip);
+        assert_eq!(c.clock.source, ClockSource::Tsc);
+        assert!(c.synopses_config().is_empty());
+        assert_eq!(c.packet_config(), PacketConfig::default());
         assert_eq!(c.stats.interval_ms, 1000);
         assert_eq!(c.stop, StopConfig { idle_ms: 0, after_ms: 0 });
         assert_eq!(*c.mempool.data_room_bytes.get_ref(), 2176);
@@ -562,8 +837,9 @@ device = "net_ring0"
 device = "3b:00.1,rxq_cqe_comp_en=0"
 "#;
         let c = parse(text).expect("valid");
+        let plan = CorePlan::from_overrides(&c).expect("both given");
         assert_eq!(
-            c.eal_args(),
+            c.eal_args(&plan),
             vec![
                 "--no-huge",
                 "-m",
@@ -655,7 +931,7 @@ device = "3b:00.1,rxq_cqe_comp_en=0"
         let e = error_text("[[port]]\ndevice = \"net_ring0\"\n");
         assert!(e.contains("exactly two [[port]] tables") && e.contains("found 1"), "{e}");
         let e = error_text("[workers]\ncores = [1]\n");
-        assert!(e.contains("missing field `port`"), "{e}");
+        assert!(e.contains("exactly two [[port]] tables") && e.contains("found 0"), "{e}");
     }
 
     #[test]
@@ -679,5 +955,69 @@ device = "3b:00.1,rxq_cqe_comp_en=0"
             }
         }
         assert!(n >= 2, "expected the shipped configs in {}", dir.display());
+    }
+
+    #[test]
+    fn measurement_sections_parse_and_are_checked() {
+        let text = format!(
+            "{MINIMAL}[point]\nid = 9\n[segments]\nforward = 21\nreverse = 22\n[epochs]\nlength_ms = 10\n\
+             ring = 3\noverrun = \"wait\"\n[clock]\nsource = \"trace\"\n[packet]\nidentity_seed = 5\n\
+             [synopses.lda]\nbanks = [{{ rows = 64, p = 1.0 }}]\nseed = 3\n\
+             [output]\njson = \"-\"\ndump_dir = \"d\"\n[debug]\nharvest_delay_ms = 7\n"
+        );
+        let c = parse(&text).expect("valid");
+        assert_eq!(c.point_ids(), PointIds { point: 9, forward_segment: 21, reverse_segment: 22 });
+        assert_eq!(c.epochs.length_ns(), 10_000_000);
+        assert_eq!(*c.epochs.ring.get_ref(), 3);
+        assert_eq!(c.epochs.overrun, OverrunPolicy::Wait);
+        assert_eq!(c.clock.source, ClockSource::Trace);
+        assert_eq!(c.packet_config().identity_seed, 5);
+        assert!(c.synopsis_set().lda.is_some() && c.synopsis_set().fridge.is_none());
+        assert_eq!(c.output.json.as_deref(), Some("-"));
+        assert_eq!(c.debug.harvest_delay_ms, 7);
+
+        let cases = [
+            ("[segments]\nforward = 3\nreverse = 3\n", "segments", "must differ"),
+            ("[segments]\nforward = 0\n", "segments", "must differ"),
+            ("[epochs]\nlength_ms = 0\n", "epochs.length_ms", "outside"),
+            ("[epochs]\nring = 1\n", "epochs.ring", "outside"),
+            ("[epochs]\noverrun = \"drop\"\n", "epochs.overrun", "unknown variant"),
+            ("[clock]\nsource = \"gps\"\n", "clock.source", "unknown variant"),
+            ("[packet]\npayload_prefix_bytes = 7\n", "packet", "multiple of 8"),
+            ("[synopses.lda]\nbanks = [{ rows = 3, p = 1.0 }]\n", "synopses.lda", "lda."),
+            ("[synopses.lda2]\n", "synopses", "unknown field"),
+            ("[workers]\ncount = 0\n", "workers.count", "outside"),
+            ("[ship]\npeer = \"p:7700\"\nkey_file = \"k\"\n", "ship", "needs at least one [synopses.*]"),
+            ("[ship]\npeer = \"p:7700\"\n", "ship", "missing field `key_file`"),
+            ("[ship]\npeer = \"p:7700\"\nkey_file = \"k\"\nqueue = 3\n", "ship.queue", "unknown field"),
+        ];
+        for (prefix, key, message) in cases {
+            let e = error_text(&format!("{prefix}{MINIMAL}"));
+            assert!(e.contains(&format!("key `{key}")), "{prefix}: {e}");
+            assert!(e.contains(message), "{prefix}: {e}");
+        }
+    }
+
+    #[test]
+    fn offline_configs_need_no_ports() {
+        let c = Config::parse_for(
+            "[synopses.lda]\nbanks = [{ rows = 64, p = 1.0 }]\n",
+            Path::new("o.toml"),
+            Purpose::Offline,
+        )
+        .expect("no ports needed offline");
+        assert!(c.ports.get_ref().is_empty());
+        assert!(c.ship_config().is_none());
+        let c = parse(&format!(
+            "[synopses.lda]\nbanks = [{{ rows = 64, p = 1.0 }}]\n[ship]\npeer = \"10.0.0.9:7700\"\n\
+             key_file = \"/etc/wirelat/peer.key\"\nspill_dir = \"spill\"\n{MINIMAL}"
+        ))
+        .expect("[ship] parses");
+        let ship = c.ship_config().expect("[ship]");
+        assert_eq!(ship.peer, "10.0.0.9:7700");
+        assert_eq!(ship.spill_dir.as_deref(), Some(Path::new("spill")));
+        assert_eq!(ship.queue_messages, ShipConfig::new("x", "y").queue_messages, "defaults apply");
+        let e = error_text("[point]\nid = 3\n");
+        assert!(e.contains("exactly two [[port]] tables") && e.contains("found 0"), "{e}");
     }
 }

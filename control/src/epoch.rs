@@ -1,10 +1,12 @@
 //! Harvesting epochs from the workers: the control thread's side of
 //! [`wirelat_dataplane::epoch`].
 //!
-//! Each call to [`Harvester::poll`] drains every worker's filled buffers, merges them into one
-//! accumulator per epoch, resets the worker buffers and gives them straight back (so a worker
-//! is never short of buffers because another worker is slow), then emits every epoch that all
-//! workers have left behind, in epoch order. An epoch any worker had to skip is emitted marked
+//! Each call to [`Harvester::poll`] drains every worker's filled buffers and keeps them per epoch
+//! and worker until every worker has left the epoch behind; then it merges that epoch's shards
+//! into one accumulator **in worker order** (so a run's merged bytes do not depend on which
+//! worker finished first: LDS's flow log lists flows in merge order, and the fridge's float sums
+//! depend on it with three or more workers), emits it, resets the worker buffers and gives them
+//! back. Epochs are emitted in epoch order. An epoch any worker had to skip is emitted marked
 //! incomplete. Runs per epoch, never per packet.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,8 +18,9 @@ use wirelat_dataplane::synopsis::MergeError;
 pub struct Harvested<'a, B> {
     /// The epoch number (window [k·E, (k+1)·E)).
     pub epoch: u64,
-    /// The merged synopses of every worker that saw packets in it.
-    pub merged: &'a B,
+    /// The merged synopses of every worker that saw packets in it (mutable so the consumer can
+    /// move parts out, e.g. RDA's timestamp cache; the accumulator is reset before reuse).
+    pub merged: &'a mut B,
     /// How many worker shards were merged.
     pub shards: usize,
     /// False if some worker skipped this epoch (control overrun): its synopses miss packets.
@@ -38,11 +41,14 @@ pub struct HarvestCounters {
 /// Merges the shards of every worker, epoch by epoch.
 pub struct Harvester<B> {
     links: Vec<Arc<EpochLink<B>>>,
-    pending: BTreeMap<u64, (Box<B>, usize)>,
+    /// Per epoch, each worker's shard (index = worker).
+    pending: BTreeMap<u64, Vec<Option<Box<B>>>>,
     skipped: BTreeSet<u64>,
     spare: Vec<Box<B>>,
     make: Box<dyn Fn() -> B + Send>,
     counters: HarvestCounters,
+    /// The watermark of the last complete poll: every epoch below it was emitted.
+    passed: Option<u64>,
 }
 
 impl<B: EpochBuffer> Harvester<B> {
@@ -55,6 +61,7 @@ impl<B: EpochBuffer> Harvester<B> {
             spare: Vec::new(),
             make: Box::new(make),
             counters: HarvestCounters::default(),
+            passed: None,
         }
     }
 
@@ -64,22 +71,22 @@ impl<B: EpochBuffer> Harvester<B> {
         // Positions first, queues second: a worker pushes its buffer before it publishes the
         // new position, so every buffer of an epoch below the watermark is already queued.
         let watermark = self.watermark();
-        for link in &self.links {
+        let workers = self.links.len();
+        for (w, link) in self.links.iter().enumerate() {
             while let Some(filled) = link.pop_full() {
-                let slot = match self.pending.get_mut(&filled.epoch) {
-                    Some(slot) => slot,
-                    None => {
-                        let mut acc = self.spare.pop().unwrap_or_else(|| Box::new((self.make)()));
-                        acc.reset();
-                        self.pending.entry(filled.epoch).or_insert((acc, 0))
+                let shards =
+                    self.pending.entry(filled.epoch).or_insert_with(|| (0..workers).map(|_| None).collect());
+                match shards.get_mut(w) {
+                    Some(slot @ None) => *slot = Some(filled.buffer),
+                    // A worker hands over one buffer per epoch; should a second come, add it.
+                    Some(Some(held)) => {
+                        held.merge_from(&filled.buffer)?;
+                        let mut b = filled.buffer;
+                        b.reset();
+                        let _ = link.push_free(b);
                     }
-                };
-                slot.0.merge_from(&filled.buffer)?;
-                slot.1 += 1;
-                let mut buffer = filled.buffer;
-                buffer.reset();
-                // The worker's ring has room for every buffer it owns.
-                let _ = link.push_free(buffer);
+                    None => {}
+                }
             }
             while let Some(k) = link.pop_skipped() {
                 self.skipped.insert(k);
@@ -91,11 +98,29 @@ impl<B: EpochBuffer> Harvester<B> {
             if *entry.key() >= watermark {
                 break;
             }
-            let (epoch, (acc, shards)) = entry.remove_entry();
+            let (epoch, shards) = entry.remove_entry();
+            let mut acc = self.spare.pop().unwrap_or_else(|| Box::new((self.make)()));
+            acc.reset();
+            let mut merged_shards = 0;
+            let mut result = Ok(());
+            for (link, shard) in self.links.iter().zip(shards) {
+                let Some(mut buffer) = shard else { continue };
+                if result.is_ok() {
+                    result = acc.merge_from(&buffer);
+                    merged_shards += 1;
+                }
+                buffer.reset();
+                // The worker's ring has room for every buffer it owns.
+                let _ = link.push_free(buffer);
+            }
+            if let Err(e) = result {
+                self.spare.push(acc);
+                return Err(e);
+            }
             let complete = !self.skipped.remove(&epoch);
-            emit(Harvested { epoch, merged: &acc, shards, complete });
+            emit(Harvested { epoch, merged: &mut *acc, shards: merged_shards, complete });
             self.counters.epochs += 1;
-            self.counters.shards += shards as u64;
+            self.counters.shards += merged_shards as u64;
             if !complete {
                 self.counters.incomplete_epochs += 1;
             }
@@ -104,12 +129,24 @@ impl<B: EpochBuffer> Harvester<B> {
         }
         // Skip notes for epochs that had no packets at all are dropped once passed.
         self.skipped.retain(|k| *k >= watermark);
+        self.passed = Some(watermark);
         Ok(emitted)
     }
 
     /// True once every worker has finished and everything was emitted.
     pub fn done(&self) -> bool {
-        self.pending.is_empty() && self.watermark() == Some(u64::MAX)
+        // Finished first: a worker hands over its last buffer before it publishes that.
+        self.watermark() == Some(u64::MAX)
+            && self.links.iter().all(|l| l.is_drained())
+            && self.pending.is_empty()
+    }
+
+    /// Every epoch below this one has been emitted by a poll, or had no packets on any worker
+    /// (`None` before the first poll that saw every worker's clock; `u64::MAX` once all finished).
+    /// What a sink reports to the peer as progress, so an epoch without packets at this point
+    /// can be told from one still on its way.
+    pub fn passed(&self) -> Option<u64> {
+        self.passed
     }
 
     /// What the harvester has done so far.
@@ -152,6 +189,42 @@ mod tests {
             self.total += o.total;
             Ok(())
         }
+    }
+
+    #[test]
+    fn shards_merge_in_worker_order_whatever_order_they_arrive_in() {
+        /// Remembers the order shards were merged in.
+        #[derive(Default, Debug, Clone, PartialEq)]
+        struct Order(Vec<u64>);
+        impl EpochBuffer for Order {
+            fn reset(&mut self) {
+                self.0.clear();
+            }
+            fn merge_from(&mut self, o: &Self) -> Result<(), MergeError> {
+                self.0.extend_from_slice(&o.0);
+                Ok(())
+            }
+        }
+        let clock = EpochClock::new(10).unwrap();
+        let (l0, mut w0) = EpochLink::new(3, clock, Order::default);
+        let (l1, mut w1) = EpochLink::new(3, clock, Order::default);
+        let mut h = Harvester::new(vec![l0, l1], Order::default);
+        let mut seen = Vec::new();
+        // Worker 1 hands over epoch 0 first; worker 0 is still in it.
+        w1.buffer_for(1).unwrap().0.push(1);
+        w0.buffer_for(2).unwrap().0.push(0);
+        w1.buffer_for(15).unwrap().0.push(1);
+        assert_eq!(h.passed(), None, "no poll yet");
+        h.poll(|e| seen.push((e.epoch, e.merged.0.clone()))).unwrap();
+        assert!(seen.is_empty(), "worker 0 has not left epoch 0");
+        assert_eq!(h.passed(), Some(0), "worker 0 is still in epoch 0");
+        w0.finish();
+        w1.finish();
+        assert!(!h.done(), "the last buffers are not harvested yet");
+        h.poll(|e| seen.push((e.epoch, e.merged.0.clone()))).unwrap();
+        assert_eq!(seen, vec![(0, vec![0, 1]), (1, vec![1])]);
+        assert!(h.done());
+        assert_eq!(h.passed(), Some(u64::MAX), "every worker finished");
     }
 
     #[test]

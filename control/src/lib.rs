@@ -6,6 +6,9 @@
 //! - [`epoch`]: harvesting epochs from the workers and merging their shards.
 //! - [`colate_archive`]: COLATE's closed counter epochs on disk, queryable by flow and points.
 //! - [`sink`]: what the control thread hands on per harvested epoch.
+//! - [`publish`]: a merged epoch → one message per (synopsis, direction), RDA caches retained,
+//!   COLATE windows accumulated and archived.
+//! - [`local_sink`]: JSON lines and encoded-body dumps.
 //! - [`synopses`]: the `[synopses.*]` tables: which synopses run, with which configurations.
 //! - [`wire`]: the peer protocol's frames; [`auth`]: the pre-shared key and per-frame MACs;
 //!   [`conn`]: the authenticated frame connection over TCP.
@@ -18,8 +21,11 @@ pub mod auth;
 pub mod colate_archive;
 pub mod config;
 pub mod conn;
+pub mod core_plan;
 pub mod epoch;
+pub mod local_sink;
 pub mod peer;
+pub mod publish;
 pub mod report;
 pub mod ship;
 pub mod sim_point;

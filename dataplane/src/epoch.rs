@@ -106,6 +106,7 @@ impl<B: EpochBuffer> EpochLink<B> {
             clock,
             current: Some(Box::new(make())),
             used: false,
+            skipping: false,
             epoch: 0,
             start_ns: 0,
             next_ns: 0,
@@ -133,6 +134,11 @@ impl<B: EpochBuffer> EpochLink<B> {
     /// which only happens if buffers from elsewhere are pushed.
     pub fn push_free(&self, buffer: Box<B>) -> Result<(), Box<B>> {
         self.free.push(buffer)
+    }
+
+    /// True when no filled buffer is waiting for the control thread.
+    pub fn is_drained(&self) -> bool {
+        self.full.is_empty()
     }
 
     /// Takes the next epoch the worker had to skip, if any.
@@ -168,6 +174,8 @@ pub struct EpochWriter<B> {
     clock: EpochClock,
     current: Option<Box<B>>,
     used: bool,
+    /// The current epoch is overrun: no buffer was free when its first packet came.
+    skipping: bool,
     epoch: u64,
     start_ns: u64,
     next_ns: u64,
@@ -184,6 +192,10 @@ impl<B: EpochBuffer> EpochWriter<B> {
         } else if ts_ns < self.start_ns {
             self.counters.late_packets += 1;
             return None;
+        }
+        if self.current.is_none() && !self.skipping {
+            // An idle tick moved into this epoch without a buffer: the first packet takes one.
+            self.acquire();
         }
         match self.current.as_deref_mut() {
             Some(b) => {
@@ -202,16 +214,29 @@ impl<B: EpochBuffer> EpochWriter<B> {
     /// measurements (trace replay) wait for the control thread instead.
     #[inline]
     pub fn would_overrun(&self, ts_ns: u64) -> bool {
-        ts_ns >= self.next_ns && (self.used || self.current.is_none()) && self.link.free.is_empty()
+        let needs_buffer = if ts_ns >= self.next_ns {
+            self.used || self.current.is_none()
+        } else {
+            ts_ns >= self.start_ns && self.current.is_none() && !self.skipping
+        };
+        needs_buffer && self.link.free.is_empty()
     }
 
     /// Lets the clock advance without a packet (idle polls), so the control thread is not held
-    /// up by a quiet queue.
+    /// up by a quiet queue. Takes no buffer (the next packet does), so an idle worker never
+    /// overruns.
     #[inline]
     pub fn tick(&mut self, now_ns: u64) {
         if now_ns >= self.next_ns {
-            self.advance(now_ns);
+            self.move_to(now_ns);
         }
+    }
+
+    /// The buffer packets of the current epoch go into, without switching epoch (for
+    /// prefetch hints); `None` while the epoch is skipped.
+    #[inline(always)]
+    pub fn current(&self) -> Option<&B> {
+        self.current.as_deref()
     }
 
     /// The epoch this worker is in (meaningful once it has seen a clock).
@@ -230,26 +255,43 @@ impl<B: EpochBuffer> EpochWriter<B> {
         self.link.position.store(FINISHED, Ordering::Release);
     }
 
+    /// Moves to the epoch of `ts_ns` with a buffer for it (or counts the overrun).
     #[cold]
     #[inline(never)]
     fn advance(&mut self, ts_ns: u64) {
+        self.move_to(ts_ns);
+        if self.current.is_none() {
+            self.acquire();
+        }
+    }
+
+    /// Takes a free buffer for the current epoch, or counts the epoch as overrun.
+    #[cold]
+    fn acquire(&mut self) {
+        match self.link.free.pop() {
+            Some(b) => self.current = Some(b),
+            None => {
+                self.skipping = true;
+                self.counters.overrun_epochs += 1;
+                self.link.overrun_epochs.fetch_add(1, Ordering::Relaxed);
+                if self.link.skipped.push(self.epoch).is_err() {
+                    self.counters.unreported_skips += 1;
+                }
+            }
+        }
+    }
+
+    /// Hands over the current buffer if it was used and moves to the epoch of `ts_ns`, without
+    /// taking a buffer.
+    #[cold]
+    #[inline(never)]
+    fn move_to(&mut self, ts_ns: u64) {
         let k = self.clock.epoch_of(ts_ns);
         let started = self.link.position.load(Ordering::Relaxed) != NOT_STARTED;
         if started {
             self.close_current();
         }
-        if self.current.is_none() {
-            match self.link.free.pop() {
-                Some(b) => self.current = Some(b),
-                None => {
-                    self.counters.overrun_epochs += 1;
-                    self.link.overrun_epochs.fetch_add(1, Ordering::Relaxed);
-                    if self.link.skipped.push(k).is_err() {
-                        self.counters.unreported_skips += 1;
-                    }
-                }
-            }
-        }
+        self.skipping = false;
         self.epoch = k;
         self.start_ns = self.clock.start_ns(k);
         self.next_ns = self.clock.start_ns(k.saturating_add(1));
@@ -350,5 +392,36 @@ mod tests {
         w.buffer_for(35).unwrap().0 += 1;
         assert_eq!(w.epoch(), 3);
         assert_eq!(w.counters().overrun_epochs, 1);
+    }
+
+    #[test]
+    fn idle_ticks_take_no_buffer_so_an_idle_worker_never_overruns() {
+        let (link, mut w) = EpochLink::new(2, EpochClock::new(10).unwrap(), Sum::default);
+        // Two epochs with packets use both buffers; nobody harvests.
+        w.buffer_for(1).unwrap().0 += 1;
+        w.buffer_for(11).unwrap().0 += 1;
+        // Idle ticks through many epochs: no buffer needed, nothing counted.
+        w.tick(25);
+        w.tick(95);
+        assert_eq!(w.counters().overrun_epochs, 0);
+        assert_eq!(link.watermark(), Some(9));
+        // A packet in the ticked-to epoch needs a buffer: with none free it would overrun...
+        assert!(w.would_overrun(96));
+        // ...until the control thread returns one.
+        assert_eq!(drain(&link), vec![(0, 1), (1, 1)]);
+        assert!(!w.would_overrun(96));
+        w.buffer_for(96).unwrap().0 += 1;
+        assert_eq!(w.counters().overrun_epochs, 0);
+        w.finish();
+        assert_eq!(drain(&link), vec![(9, 1)]);
+        // Without a free buffer, the first packet of a ticked-to epoch counts one overrun.
+        let (_link2, mut w2) = EpochLink::new(2, EpochClock::new(10).unwrap(), Sum::default);
+        w2.buffer_for(1).unwrap().0 += 1;
+        w2.buffer_for(11).unwrap().0 += 1;
+        w2.tick(30);
+        assert!(w2.buffer_for(31).is_none());
+        assert!(w2.buffer_for(32).is_none());
+        let c = w2.counters();
+        assert_eq!((c.overrun_epochs, c.skipped_packets), (1, 2));
     }
 }

@@ -11,10 +11,14 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod clock;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod epoch;
+#[cfg(feature = "dpdk")]
+pub mod measuring;
 pub mod packet;
+pub mod pipeline;
 pub mod sim;
 pub mod synopsis;
 #[cfg(feature = "dpdk")]

@@ -60,10 +60,19 @@ pub trait BurstHook {
     /// Called once per non-empty rx burst, before it is transmitted.
     fn on_burst(&mut self, path: &PathInfo, burst: &MbufBurst);
 
+    /// Called with packets `range` of a burst, in trace-ordered replay ([`run_trace_ordered`]),
+    /// which hands the hook the two directions' packets interleaved by timestamp. Every packet
+    /// of a burst is given exactly once, in order, before the burst is transmitted.
+    #[inline]
+    fn on_slice(&mut self, _path: &PathInfo, _burst: &MbufBurst, _range: std::ops::Range<usize>) {}
+
     /// Called after a poll of both directions that received nothing (idle time: e.g. to move
     /// to the next epoch on the clock when no packet does).
     #[inline]
     fn on_idle(&mut self) {}
+
+    /// Called once when the loop ends, after the last burst (e.g. to hand over the last epoch).
+    fn on_stop(&mut self) {}
 }
 
 /// The forward-only hook: does nothing.
@@ -199,6 +208,98 @@ pub fn run<H: BurstHook>(
         polls += 1;
         counters.polls.store(polls, Ordering::Relaxed);
     }
+    hook.on_stop();
+}
+
+/// The poll loop for trace replay: like [`run`], but the hook sees the two directions' packets
+/// merged by rx timestamp (equal timestamps: port 0 first), as the offline runner merges two
+/// pcaps. Each direction keeps one received burst pending; the hook is given the run of packets
+/// of one burst that come before the other burst's next packet; a burst is transmitted, whole
+/// and in order, once all its packets were given. A queue that returns nothing is taken as
+/// exhausted for the merge (DPDK's pcap device returns nothing only at the end of its file).
+/// Forwarding order per direction is unchanged; frames wait at most until the other direction's
+/// next burst is read. Packets without an rx timestamp sort as time 0.
+pub fn run_trace_ordered<H: BurstHook>(
+    paths: &mut [Path<'_>; 2],
+    settings: &WorkerSettings,
+    counters: &WorkerCounters,
+    stop: &AtomicBool,
+    hook: &mut H,
+    timestamps: RxTimestampField,
+) {
+    let mut bursts = [MbufBurst::new(), MbufBurst::new()];
+    let mut next = [0usize; 2];
+    let mut polls: u64 = 0;
+    let ts = |b: &MbufBurst, i: usize| b.get(i).and_then(|m| m.rx_timestamp(&timestamps)).unwrap_or(0);
+
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
+        // Every burst whose packets were all given to the hook leaves; its queue is read again.
+        for (d, ((path, c), burst)) in
+            paths.iter_mut().zip(&counters.paths).zip(bursts.iter_mut()).enumerate()
+        {
+            if next[d] < burst.len() {
+                continue;
+            }
+            finish_burst(path, burst, settings, c);
+            next[d] = 0;
+            if stopping {
+                continue;
+            }
+            let n = path.rx.recv(burst, settings.burst_size);
+            if n > 0 {
+                bump(&c.rx_packets, u64::from(n));
+            }
+        }
+        let pending = [next[0] < bursts[0].len(), next[1] < bursts[1].len()];
+        let d = match pending {
+            [false, false] => {
+                if stopping {
+                    break;
+                }
+                hook.on_idle();
+                polls += 1;
+                counters.polls.store(polls, Ordering::Relaxed);
+                continue;
+            }
+            [true, false] => 0,
+            [false, true] => 1,
+            [true, true] => usize::from(ts(&bursts[0], next[0]) > ts(&bursts[1], next[1])),
+        };
+        let o = 1 - d;
+        let start = next[d];
+        let len = bursts[d].len();
+        let end = if pending[o] {
+            // Direction 0 goes up to and including the other's head time; direction 1 strictly
+            // before it (ties: port 0 first).
+            let other = ts(&bursts[o], next[o]);
+            let mut j = start + 1;
+            while j < len && (ts(&bursts[d], j) < other || (d == 0 && ts(&bursts[d], j) == other)) {
+                j += 1;
+            }
+            j
+        } else {
+            len
+        };
+        hook.on_slice(&paths[d].info, &bursts[d], start..end);
+        next[d] = end;
+        polls += 1;
+        counters.polls.store(polls, Ordering::Relaxed);
+    }
+    hook.on_stop();
+}
+
+/// Sends a fully handled burst (dropping chained frames the egress cannot send).
+#[inline(always)]
+fn finish_burst(path: &mut Path<'_>, burst: &mut MbufBurst, settings: &WorkerSettings, c: &PathCounters) {
+    if burst.is_empty() {
+        return;
+    }
+    if path.drop_chained {
+        let freed = burst.retain(|m| m.segments() == 1);
+        bump(&c.oversize_dropped, freed as u64);
+    }
+    transmit(&mut path.tx, burst, settings.tx_retry_limit, c);
 }
 
 /// Sends the whole burst in order, retrying while the ring is full, then frees and counts

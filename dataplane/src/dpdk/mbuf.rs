@@ -60,6 +60,15 @@ impl MbufBurst {
         })
     }
 
+    /// A view of the `i`-th owned mbuf, in receive order.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<MbufView<'_>> {
+        let m = *self.mbufs.get(self.start.checked_add(i).filter(|&j| j < self.end)?)?;
+        // SAFETY: the index is inside the owned window, so `m` is a valid owned mbuf, and the
+        // burst is borrowed for the view's lifetime.
+        Some(unsafe { MbufView::new(m) })
+    }
+
     /// Frees every owned mbuf (one bulk call) and returns how many were freed.
     #[inline]
     pub fn free_all(&mut self) -> usize {
@@ -326,6 +335,36 @@ impl MbufView<'_> {
                 usize::from(m.data_len),
             )
         }
+    }
+
+    /// Copies the whole frame, over all segments, into `out` and returns its length (at most
+    /// `out.len()`: a longer frame is cut there). For chained mbufs, whose first segment alone
+    /// is not the frame.
+    pub fn copy_frame(&self, out: &mut [u8]) -> usize {
+        let mut written = 0;
+        let mut seg: *const rte_mbuf = self.mbuf;
+        // Bounded by the segment count the mbuf declares, so a corrupt chain cannot loop.
+        for _ in 0..self.segments().max(1) {
+            if seg.is_null() || written >= out.len() {
+                break;
+            }
+            // SAFETY: `seg` is the head mbuf or a `next` link of the chain, all valid while the
+            // head is owned by the burst (constructor contract).
+            let m = unsafe { &*seg };
+            if !m.buf_addr.is_null() {
+                let n = usize::from(m.data_len).min(out.len() - written);
+                // SAFETY: data_off + data_len lie within this segment's buffer (DPDK invariant).
+                let src = unsafe {
+                    std::slice::from_raw_parts(m.buf_addr.cast::<u8>().add(usize::from(m.data_off)), n)
+                };
+                if let Some(dst) = out.get_mut(written..written + n) {
+                    dst.copy_from_slice(src);
+                }
+                written += n;
+            }
+            seg = m.next;
+        }
+        written
     }
 
     /// Length of the first segment's data.

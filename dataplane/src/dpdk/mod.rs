@@ -13,6 +13,7 @@
 //! function calls into C (no cross-language inlining), so they are called per burst, and
 //! per-packet fields are read directly from the `rte_mbuf` in Rust.
 
+mod cpu;
 mod eal;
 mod error;
 mod mbuf;
@@ -20,6 +21,7 @@ mod mempool;
 mod port;
 mod tsc;
 
+pub use cpu::{prefetch, rdtsc};
 pub use eal::{Eal, LcoreJob, LcoreOutcome};
 pub use error::{DpdkError, RteErrno};
 pub use mbuf::{MAX_BURST, MbufBurst, MbufView, PushError, PushedFrame, RxTimestampField};

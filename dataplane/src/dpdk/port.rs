@@ -328,6 +328,16 @@ impl<'pool> Port<'pool> {
         })
     }
 
+    /// The device's clock (the unit of its rx timestamps), where the driver offers it
+    /// (`rte_eth_read_clock`). Safe to call from the control lcore while workers run.
+    pub fn read_clock(&self) -> Result<u64, DpdkError> {
+        let mut clock: u64 = 0;
+        // SAFETY: `clock` is a valid out-parameter for a started port.
+        let ret = unsafe { dpdk_sys::rte_eth_read_clock(self.info.id, &mut clock) };
+        self.check(ret, "rte_eth_read_clock")?;
+        Ok(clock)
+    }
+
     /// The link as the driver sees it now (does not wait for auto-negotiation).
     pub fn link(&self) -> Result<LinkStatus, DpdkError> {
         let mut link = dpdk_sys::rte_eth_link::default();

@@ -1,0 +1,315 @@
+//! From a merged epoch to its outputs: one [`EpochMessage`] per enabled (synopsis, direction),
+//! handed to every sink; RDA's timestamp caches retained for the peer's look-ups; COLATE's
+//! windows added into counter epochs and, when configured, archived.
+//!
+//! Runs on the control thread once per epoch, never per packet. Never sees a packet: it works
+//! on the [`EpochSynopses`] the harvester merged.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use thiserror::Error;
+use tracing::warn;
+use wirelat_dataplane::pipeline::{Direction, DirectionSynopses, EpochSynopses, SynopsisSet};
+use wirelat_dataplane::synopsis::colate::{AccumulateError, Colate, EpochAccumulator};
+use wirelat_dataplane::synopsis::fridge;
+use wirelat_dataplane::synopsis::{ConfigError, Synopsis, SynopsisConfig, SynopsisKind};
+
+use crate::colate_archive::{ArchiveError, ArchiveHeader, ArchiveWriter};
+use crate::sink::{EpochMessage, EpochSink, LOCAL_SEGMENT};
+
+/// Who measured: the point id and the segment id of each direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PointIds {
+    /// `[point] id`.
+    pub point: u32,
+    /// `[segments] forward`: segment of packets received on port 0.
+    pub forward_segment: u32,
+    /// `[segments] reverse`: segment of packets received on port 1.
+    pub reverse_segment: u32,
+}
+
+impl PointIds {
+    /// The segment id of direction `d`.
+    pub fn segment(&self, d: Direction) -> u32 {
+        match d {
+            Direction::Forward => self.forward_segment,
+            Direction::Reverse => self.reverse_segment,
+        }
+    }
+}
+
+/// Something the publisher could not do. The control loop logs it and goes on: outputs must
+/// never stop the data path.
+#[derive(Debug, Error)]
+pub enum PublishError {
+    /// A synopsis configuration is invalid (caught at start-up in practice).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The COLATE archive could not be opened or written.
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
+    /// A COLATE window could not be added (out of order or another configuration).
+    #[error("COLATE {direction} window: {source}")]
+    Accumulate {
+        /// Which direction.
+        direction: &'static str,
+        /// Why.
+        source: AccumulateError,
+    },
+    /// The archive directory could not be created.
+    #[error("cannot create the COLATE archive directory {}: {source}", path.display())]
+    ArchiveDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// What the publisher has done.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PublishCounters {
+    /// Merged epochs published.
+    pub epochs: u64,
+    /// Messages handed to the sinks (each to every sink).
+    pub messages: u64,
+    /// Encoded bytes in those messages.
+    pub body_bytes: u64,
+    /// RDA caches retained.
+    pub rda_caches: u64,
+    /// COLATE counter epochs closed.
+    pub colate_epochs: u64,
+    /// Of those, written to an archive.
+    pub colate_archived: u64,
+}
+
+/// COLATE's control-side state of one direction.
+struct ColateOutput {
+    acc: EpochAccumulator,
+    archive: Option<ArchiveWriter>,
+}
+
+/// Turns merged epochs into messages for the sinks.
+pub struct Publisher {
+    ids: PointIds,
+    epoch_len_ns: u64,
+    sinks: Vec<Box<dyn EpochSink>>,
+    colate: [Option<ColateOutput>; 2],
+    counters: PublishCounters,
+    /// The last progress watermark handed to the sinks.
+    progress: u64,
+}
+
+impl Publisher {
+    /// A publisher for a point running `set`, delivering to `sinks`. With `colate_archive_dir`,
+    /// closed COLATE counter epochs of each direction are appended to
+    /// `<dir>/colate-point<P>-segment<S>.archive` (continued if it exists).
+    pub fn new(
+        ids: PointIds,
+        epoch_len_ns: u64,
+        set: &SynopsisSet,
+        colate_archive_dir: Option<&Path>,
+        sinks: Vec<Box<dyn EpochSink>>,
+    ) -> Result<Self, PublishError> {
+        let mut colate = [None, None];
+        if let Some(cfg) = &set.colate {
+            if let Some(dir) = colate_archive_dir {
+                std::fs::create_dir_all(dir)
+                    .map_err(|source| PublishError::ArchiveDir { path: dir.to_owned(), source })?;
+            }
+            for d in Direction::BOTH {
+                let archive = match colate_archive_dir {
+                    Some(dir) => Some(ArchiveWriter::open_or_create(
+                        colate_archive_path(dir, ids.point, ids.segment(d)),
+                        ArchiveHeader { point: ids.point, window_len_ns: epoch_len_ns, config: cfg.clone() },
+                    )?),
+                    None => None,
+                };
+                let first_seq = archive.as_ref().map_or(0, ArchiveWriter::next_seq);
+                colate[d as usize] =
+                    Some(ColateOutput { acc: EpochAccumulator::new(cfg, ids.point, first_seq)?, archive });
+            }
+        }
+        Ok(Self { ids, epoch_len_ns, sinks, colate, counters: PublishCounters::default(), progress: 0 })
+    }
+
+    /// What was published so far.
+    pub fn counters(&self) -> PublishCounters {
+        self.counters
+    }
+
+    /// Publishes merged epoch `epoch` (made of `shards` worker shards; `complete` is false when
+    /// a worker skipped it). Takes RDA's caches out of `merged` (it is reset before reuse).
+    /// Every message is delivered even if COLATE archiving fails; the first error is returned.
+    pub fn publish(
+        &mut self,
+        epoch: u64,
+        merged: &mut EpochSynopses,
+        shards: usize,
+        complete: bool,
+    ) -> Result<(), PublishError> {
+        self.counters.epochs += 1;
+        let mut first_error = None;
+        if let Some(f) = &merged.fridge {
+            let report = fridge::estimate(f);
+            let summary = json!({
+                "shards": shards,
+                "measured": { "forward": merged.forward.measured, "reverse": merged.reverse.measured },
+                "ignored_exchanges": f.ignored_exchanges(),
+                "report": report,
+            });
+            self.deliver(epoch, LOCAL_SEGMENT, f, complete, summary);
+        }
+        for d in Direction::BOTH {
+            let segment = self.ids.segment(d);
+            let dir: &mut DirectionSynopses = merged.direction_mut(d);
+            let measured = dir.measured;
+            if let Some(s) = &dir.lda {
+                let summary = json!({
+                    "direction": d.name(), "shards": shards, "measured": measured,
+                    "packets": s.total_packets(),
+                });
+                self.deliver(epoch, segment, s, complete, summary);
+            }
+            if let Some(s) = &dir.lds {
+                let summary = json!({
+                    "direction": d.name(), "shards": shards, "measured": measured,
+                    "flows": s.flows().len(),
+                    "unrecorded_packets": s.flows().unrecorded_packets(),
+                    "overflowed_cells": s.overflowed_cells(),
+                });
+                self.deliver(epoch, segment, s, complete, summary);
+            }
+            if let Some(s) = &mut dir.rda {
+                let summary = json!({
+                    "direction": d.name(), "shards": shards, "measured": measured,
+                    "counters": s.counters(),
+                });
+                // Encode first: a late-binding value's signature comes from the cache.
+                self.deliver(epoch, segment, &*s, complete, summary);
+                let cache = s.take_cache();
+                for sink in &mut self.sinks {
+                    sink.retain_rda_cache(segment, epoch, &cache);
+                }
+                self.counters.rda_caches += 1;
+            }
+            if let Some(s) = &dir.colate {
+                let closed = self.add_colate_window(d, epoch, s);
+                let summary = json!({
+                    "direction": d.name(), "shards": shards, "measured": measured,
+                    "packets": s.packets(),
+                    "total_ticks": s.total_ticks().to_string(),
+                    "counters_wrapped": s.counters_wrapped(),
+                    "closed_counter_epochs": closed.as_ref().map_or(0, |n| *n),
+                });
+                if let Err(e) = closed {
+                    first_error.get_or_insert(e);
+                }
+                self.deliver(epoch, segment, s, complete, summary);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Adds one merged COLATE window; returns how many counter epochs it closed.
+    fn add_colate_window(&mut self, d: Direction, window: u64, v: &Colate) -> Result<u64, PublishError> {
+        let Some(out) = self.colate.get_mut(d as usize).and_then(Option::as_mut) else { return Ok(0) };
+        let closed = out
+            .acc
+            .push_window(window, v)
+            .map_err(|source| PublishError::Accumulate { direction: d.name(), source })?;
+        match closed {
+            Some(epoch) => {
+                self.counters.colate_epochs += 1;
+                if let Some(a) = &mut out.archive {
+                    a.append(&epoch)?;
+                    self.counters.colate_archived += 1;
+                }
+                Ok(1)
+            }
+            None => Ok(0),
+        }
+    }
+
+    fn deliver<S: Synopsis>(&mut self, epoch: u64, segment: u32, s: &S, complete: bool, mut summary: Value) {
+        let body = s.encode();
+        if let Some(obj) = summary.as_object_mut() {
+            obj.insert("body_bytes".into(), json!(body.len()));
+        }
+        let msg = EpochMessage {
+            point: self.ids.point,
+            segment,
+            epoch,
+            epoch_len_ns: self.epoch_len_ns,
+            kind: S::Config::KIND,
+            fingerprint: s.config().fingerprint(),
+            complete,
+            body,
+            summary,
+        };
+        self.counters.messages += 1;
+        self.counters.body_bytes += msg.body.len() as u64;
+        for sink in &mut self.sinks {
+            sink.deliver(&msg);
+        }
+    }
+
+    /// Tells the sinks that every epoch below `passed_epoch` has been published or had no
+    /// packets ([`Harvester::passed`](crate::epoch::Harvester::passed)); only advances.
+    pub fn progress(&mut self, passed_epoch: u64) {
+        if passed_epoch > self.progress {
+            self.progress = passed_epoch;
+            for sink in &mut self.sinks {
+                sink.progress(passed_epoch);
+            }
+        }
+    }
+
+    /// At the end of a run (every worker finished, every epoch published): closes the open
+    /// COLATE counter epochs (archiving them) and closes every sink.
+    pub fn finish(&mut self) -> Result<(), PublishError> {
+        let mut first_error = None;
+        for out in self.colate.iter_mut().flatten() {
+            if let Some(epoch) = out.acc.flush() {
+                self.counters.colate_epochs += 1;
+                if let Some(a) = &mut out.archive {
+                    match a.append(&epoch) {
+                        Ok(_) => self.counters.colate_archived += 1,
+                        Err(e) => {
+                            warn!(error = %e, "cannot archive the last COLATE counter epoch");
+                            first_error.get_or_insert(PublishError::Archive(e));
+                        }
+                    }
+                }
+            }
+        }
+        for sink in &mut self.sinks {
+            sink.close();
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Where the COLATE archive of (`point`, `segment`) lives in `dir`.
+pub fn colate_archive_path(dir: &Path, point: u32, segment: u32) -> PathBuf {
+    dir.join(format!("colate-point{point}-segment{segment}.archive"))
+}
+
+/// The kinds a point publishes, with the segment of each message: the fridge on
+/// [`LOCAL_SEGMENT`], every two-point synopsis on both directions' segments.
+pub fn planned_messages(ids: &PointIds, set: &SynopsisSet) -> Vec<(SynopsisKind, u32)> {
+    let mut v = Vec::new();
+    for k in set.kinds() {
+        if k == SynopsisKind::Fridge {
+            v.push((k, LOCAL_SEGMENT));
+        } else {
+            v.push((k, ids.forward_segment));
+            v.push((k, ids.reverse_segment));
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests;

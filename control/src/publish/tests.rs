@@ -1,0 +1,138 @@
+use super::*;
+use crate::colate_archive::ArchiveReader;
+use crate::epoch::Harvester;
+use std::sync::{Arc, Mutex};
+use wirelat_dataplane::epoch::{EpochClock, EpochLink};
+use wirelat_dataplane::packet::PacketConfig;
+use wirelat_dataplane::packet::sample;
+use wirelat_dataplane::pipeline::{OverrunPolicy, Pipeline};
+use wirelat_dataplane::synopsis::colate::ColateConfig;
+use wirelat_dataplane::synopsis::fridge::FridgeConfig;
+use wirelat_dataplane::synopsis::lda::{Lda, LdaConfig};
+use wirelat_dataplane::synopsis::lds::LdsConfig;
+use wirelat_dataplane::synopsis::rda::{Rda, RdaConfig, TimestampCache};
+
+/// What a [`Collect`] sink was given: messages, retained caches (segment, epoch, ids), closed.
+type Collected = (Vec<EpochMessage>, Vec<(u32, u64, usize)>, bool);
+
+/// Collects what it is given.
+#[derive(Clone, Default)]
+struct Collect(Arc<Mutex<Collected>>);
+impl EpochSink for Collect {
+    fn deliver(&mut self, msg: &EpochMessage) {
+        self.0.lock().unwrap().0.push(msg.clone());
+    }
+    fn retain_rda_cache(&mut self, segment: u32, epoch: u64, cache: &TimestampCache) {
+        self.0.lock().unwrap().1.push((segment, epoch, cache.len()));
+    }
+    fn close(&mut self) {
+        self.0.lock().unwrap().2 = true;
+    }
+}
+
+fn set() -> SynopsisSet {
+    SynopsisSet {
+        fridge: Some(FridgeConfig::default()),
+        lda: Some(LdaConfig::single_bank(64, 1.0, 7)),
+        lds: Some(LdsConfig::new(2, 128)),
+        rda: Some(RdaConfig::online(2, 128, 1 << 12)),
+        colate: Some(ColateConfig::new(101, 4, 40, u64::MAX / 4)),
+    }
+}
+
+#[test]
+fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
+    let set = set();
+    let ids = PointIds { point: 7, forward_segment: 11, reverse_segment: 12 };
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Collect::default();
+    let mut publisher =
+        Publisher::new(ids, 1_000_000, &set, Some(dir.path()), vec![Box::new(sink.clone())]).unwrap();
+    let template = EpochSynopses::new(&set).unwrap();
+    let t = template.clone();
+    let (link, writer) = EpochLink::new(64, EpochClock::new(1_000_000).unwrap(), move || t.clone());
+    let mut p = Pipeline::new(PacketConfig::default(), writer, set.new_fridge_carry(), OverrunPolicy::Wait);
+    let mut h = Harvester::new(vec![link], move || template.clone());
+    // The sample frames, 100 µs apart (several 1 ms epochs), alternately on both ports.
+    let frames = sample::frames();
+    for (i, f) in frames.iter().enumerate() {
+        p.process(i % 2, &f.data, f.ts_ns, &mut || panic!("64 buffers are enough"));
+    }
+    p.finish();
+    let mut epochs = 0;
+    h.poll(|e| {
+        publisher.publish(e.epoch, e.merged, e.shards, e.complete).unwrap();
+        epochs += 1;
+    })
+    .unwrap();
+    publisher.finish().unwrap();
+    assert!(epochs >= 2, "{epochs}");
+    let got = sink.0.lock().unwrap();
+    let (msgs, caches, closed) = (&got.0, &got.1, got.2);
+    assert!(closed);
+    // Per epoch: fridge once, four two-point synopses twice.
+    assert_eq!(msgs.len(), epochs * 9);
+    assert_eq!(planned_messages(&ids, &set).len(), 9);
+    for m in msgs {
+        assert_eq!(m.point, 7);
+        assert_eq!(m.epoch_len_ns, 1_000_000);
+        assert!(m.complete);
+        let want_segments: &[u32] = if m.kind == SynopsisKind::Fridge { &[LOCAL_SEGMENT] } else { &[11, 12] };
+        assert!(want_segments.contains(&m.segment), "{m:?}");
+        assert_eq!(m.summary["body_bytes"].as_u64(), Some(m.body.len() as u64));
+        match m.kind {
+            SynopsisKind::Lda => {
+                let cfg = set.lda.as_ref().unwrap();
+                assert_eq!(m.fingerprint, cfg.fingerprint());
+                let lda = Lda::decode(cfg, &m.body).unwrap();
+                assert_eq!(m.summary["packets"].as_u64(), Some(lda.total_packets()));
+                assert_eq!(m.summary["measured"].as_u64(), Some(lda.total_packets()));
+            }
+            SynopsisKind::Rda => {
+                Rda::decode(set.rda.as_ref().unwrap(), &m.body).unwrap();
+            }
+            SynopsisKind::Fridge => assert!(m.summary["report"]["kinds"].is_array()),
+            _ => {}
+        }
+    }
+    // Measured packets add up to what the packet layer measured.
+    let measured: u64 = msgs
+        .iter()
+        .filter(|m| m.kind == SynopsisKind::Lda)
+        .map(|m| m.summary["measured"].as_u64().unwrap())
+        .sum();
+    assert_eq!(measured, p.snapshot().measured);
+    // One cache per epoch and direction, holding that direction's packets.
+    assert_eq!(caches.len(), epochs * 2);
+    let cached: usize = caches.iter().map(|c| c.2).sum();
+    assert_eq!(cached as u64, measured);
+    // COLATE: the windows went into counter epochs in an archive per direction.
+    for seg in [11, 12] {
+        let r = ArchiveReader::open(colate_archive_path(dir.path(), 7, seg)).unwrap();
+        assert_eq!(r.header().point, 7);
+        assert!(!r.metas().is_empty());
+    }
+    assert_eq!(publisher.counters().colate_archived, publisher.counters().colate_epochs);
+}
+
+/// Records the progress watermarks it is given.
+#[derive(Clone, Default)]
+struct Progress(Arc<Mutex<Vec<u64>>>);
+impl EpochSink for Progress {
+    fn deliver(&mut self, _msg: &EpochMessage) {}
+    fn progress(&mut self, passed_epoch: u64) {
+        self.0.lock().unwrap().push(passed_epoch);
+    }
+}
+
+#[test]
+fn progress_reaches_the_sinks_only_when_it_advances() {
+    let set = SynopsisSet { lda: Some(LdaConfig::single_bank(64, 1.0, 7)), ..SynopsisSet::default() };
+    let ids = PointIds { point: 1, forward_segment: 1, reverse_segment: 2 };
+    let sink = Progress::default();
+    let mut publisher = Publisher::new(ids, 1_000, &set, None, vec![Box::new(sink.clone())]).unwrap();
+    for passed in [0, 3, 3, 2, 7, u64::MAX, 9] {
+        publisher.progress(passed);
+    }
+    assert_eq!(*sink.0.lock().unwrap(), vec![3, 7, u64::MAX]);
+}

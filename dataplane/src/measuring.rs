@@ -1,0 +1,187 @@
+//! The burst hook that measures: stamps each packet with the configured clock and runs the
+//! [`Pipeline`] over the burst, then the worker forwards the burst unchanged.
+//!
+//! Per burst, one pass: timestamp and inspect every packet into a [`StagedBurst`] (a fixed
+//! array), prefetch the cache lines the synopses will touch at random (RDA's cache slots), apply
+//! the staged packets to the epoch buffer. No allocation, lock, syscall or log per packet; the
+//! clock costs one TSC read per burst (TSC), one field read per packet (trace, NIC).
+//!
+//! Clocks ([`PacketClock`]):
+//! - trace: the pcap device's rx timestamp field, in µs on DPDK 22.11, × 1000. Idle workers
+//!   follow the latest trace time of all workers ([`TraceTime`]).
+//! - TSC: read once per burst, converted with the control thread's calibrated [`ClockMap`].
+//! - NIC: the rx timestamp field in device clock units, converted with that port's map (the
+//!   control thread calibrates it with `rte_eth_read_clock`); idle ticks come from the TSC map,
+//!   held back by a guard so a NIC clock that lags the TSC does not make packets late.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::clock::{ClockMap, TraceTime};
+use crate::dpdk::{self, MbufBurst, RxTimestampField};
+use crate::pipeline::{Pipeline, SharedCounters, StagedBurst};
+use crate::worker::{BurstHook, PathInfo};
+
+/// Largest frame the hook copies out of a chained mbuf (larger frames are inspected on their
+/// first this many bytes, which hold every header and the identity's payload prefix).
+pub const MAX_COPIED_FRAME: usize = 16 * 1024;
+
+/// Publish the counters every this many bursts (and when idle, and at the end).
+const PUBLISH_EVERY_BURSTS: u32 = 64;
+
+/// Publish the counters every this many idle polls.
+const PUBLISH_EVERY_IDLES: u32 = 1024;
+
+/// Where packet timestamps come from.
+pub enum PacketClock<'a> {
+    /// The pcap record time in the rx timestamp field (µs); `time` is shared by the workers.
+    Trace {
+        /// The registered rx timestamp field.
+        field: RxTimestampField,
+        /// Latest trace time of each worker.
+        time: &'a TraceTime,
+        /// This worker's slot in `time`.
+        worker: usize,
+    },
+    /// The TSC once per burst.
+    Tsc {
+        /// TSC → wall-clock ns.
+        map: &'a ClockMap,
+    },
+    /// The NIC's rx timestamp per packet.
+    Nic {
+        /// The registered rx timestamp field.
+        field: RxTimestampField,
+        /// Device clock → ns, per port of arrival.
+        ports: [&'a ClockMap; 2],
+        /// TSC → ns, for idle ticks.
+        tsc: &'a ClockMap,
+        /// Idle ticks stay this far behind the TSC time.
+        idle_guard_ns: u64,
+    },
+}
+
+/// The measuring hook of one worker.
+pub struct MeasuringHook<'a> {
+    pipeline: Pipeline,
+    clock: PacketClock<'a>,
+    staged: StagedBurst,
+    scratch: Box<[u8]>,
+    shared: &'a SharedCounters,
+    abort: &'a AtomicBool,
+    bursts: u32,
+    idles: u32,
+    finished: bool,
+}
+
+impl<'a> MeasuringHook<'a> {
+    /// A hook running `pipeline` with `clock`; publishes counters into `shared`. `abort` ends
+    /// any wait for the control thread (policy `wait`) when set. Allocates its scratch buffer
+    /// here, once.
+    pub fn new(
+        pipeline: Pipeline,
+        clock: PacketClock<'a>,
+        shared: &'a SharedCounters,
+        abort: &'a AtomicBool,
+    ) -> Self {
+        Self {
+            pipeline,
+            clock,
+            staged: StagedBurst::new(),
+            scratch: vec![0u8; MAX_COPIED_FRAME].into_boxed_slice(),
+            shared,
+            abort,
+            bursts: 0,
+            idles: 0,
+            finished: false,
+        }
+    }
+
+    #[inline(always)]
+    fn measure(&mut self, path: &PathInfo, burst: &MbufBurst, range: std::ops::Range<usize>) {
+        let port = path.direction.rx_port_index();
+        let burst_ns = match &self.clock {
+            PacketClock::Tsc { map } => map.to_ns(dpdk::rdtsc()),
+            _ => 0,
+        };
+        self.staged.clear();
+        let mut last_ts = 0;
+        for i in range {
+            let Some(m) = burst.get(i) else { break };
+            let ts = match &self.clock {
+                PacketClock::Trace { field, .. } => m.rx_timestamp(field).map(|us| us.saturating_mul(1000)),
+                PacketClock::Tsc { .. } => Some(burst_ns),
+                PacketClock::Nic { field, ports, .. } => {
+                    m.rx_timestamp(field).map(|raw| ports[port & 1].to_ns(raw))
+                }
+            };
+            let Some(ts) = ts else {
+                self.pipeline.count_untimed();
+                continue;
+            };
+            last_ts = ts;
+            let frame = if m.segments() <= 1 {
+                m.data()
+            } else {
+                let n = m.copy_frame(&mut self.scratch);
+                self.scratch.get(..n).unwrap_or(&[])
+            };
+            self.pipeline.stage(&mut self.staged, frame, ts);
+        }
+        self.pipeline.prefetch(&self.staged, port, dpdk::prefetch);
+        let abort = self.abort;
+        self.pipeline.apply(port, &self.staged, &mut || {
+            std::hint::spin_loop();
+            !abort.load(Ordering::Relaxed)
+        });
+        if let PacketClock::Trace { time, worker, .. } = &self.clock {
+            time.publish(*worker, last_ts);
+        }
+        self.bursts = self.bursts.wrapping_add(1);
+        if self.bursts.is_multiple_of(PUBLISH_EVERY_BURSTS) {
+            self.pipeline.publish(self.shared);
+        }
+    }
+}
+
+impl BurstHook for MeasuringHook<'_> {
+    #[inline]
+    fn on_burst(&mut self, path: &PathInfo, burst: &MbufBurst) {
+        self.measure(path, burst, 0..burst.len());
+    }
+
+    #[inline]
+    fn on_slice(&mut self, path: &PathInfo, burst: &MbufBurst, range: std::ops::Range<usize>) {
+        self.measure(path, burst, range);
+    }
+
+    fn on_idle(&mut self) {
+        let now = match &self.clock {
+            PacketClock::Trace { time, .. } => time.latest(),
+            PacketClock::Tsc { map } => map.to_ns(dpdk::rdtsc()),
+            PacketClock::Nic { tsc, idle_guard_ns, .. } => {
+                tsc.to_ns(dpdk::rdtsc()).saturating_sub(*idle_guard_ns)
+            }
+        };
+        self.pipeline.tick(now);
+        self.idles = self.idles.wrapping_add(1);
+        if self.idles.is_multiple_of(PUBLISH_EVERY_IDLES) {
+            self.pipeline.publish(self.shared);
+        }
+    }
+
+    fn on_stop(&mut self) {
+        if !self.finished {
+            self.finished = true;
+            self.pipeline.finish();
+            self.pipeline.publish(self.shared);
+        }
+    }
+}
+
+impl Drop for MeasuringHook<'_> {
+    /// A worker that ends abnormally (a caught panic) still tells the control thread it is done,
+    /// so the harvest can finish.
+    fn drop(&mut self) {
+        self.on_stop();
+    }
+}

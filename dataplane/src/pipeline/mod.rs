@@ -1,0 +1,389 @@
+//! The measuring pipeline of one worker: frame → packet layer → epoch buffer → every enabled
+//! synopsis. DPDK-independent, so the appliance (`wirelat run`, through the DPDK burst hook)
+//! and the offline runner (`wirelat offline`, over pcap files) run exactly the same code.
+//!
+//! Per packet ([`Pipeline::process`], or per burst [`Pipeline::stage`] + [`Pipeline::apply`]):
+//! 1. [`packet::inspect`]: skipped frames (ARP, fragments, malformed, ...) are counted and left
+//!    alone; measured ones give a [`Measurement`].
+//! 2. [`EpochWriter::buffer_for`] picks the buffer of the packet's epoch, switching epoch when
+//!    the timestamp crosses a boundary. If no free buffer is waiting, the overrun policy
+//!    decides: [`OverrunPolicy::Skip`] (live) counts the epoch as overrun and does not measure
+//!    it; [`OverrunPolicy::Wait`] (trace replay, offline) calls the caller's `wait` until the
+//!    control thread has returned a buffer, so nothing is lost.
+//! 3. Port 0 packets update the forward synopses, port 1 packets the reverse ones; the fridge
+//!    sees both, with its worker-lifetime slots in the carry.
+//!
+//! Must never: allocate, lock, log or make a syscall per packet (the `wait` callback is the
+//! caller's business and runs only when the control thread is behind).
+
+pub mod buffer;
+pub mod steer;
+
+pub use buffer::{Direction, DirectionSynopses, EpochSynopses, SynopsisSet};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use crate::epoch::{EpochWriter, WriterCounters};
+use crate::packet::{self, FlowKey, Inspection, Measurement, PacketConfig, PacketCounters};
+use crate::synopsis::Synopsis;
+use crate::synopsis::fridge::FridgeCarry;
+
+/// Most packets one staged burst holds (the worker's largest rx burst).
+pub const MAX_STAGED: usize = 64;
+
+/// What a worker does when an epoch boundary arrives and the control thread has not returned a
+/// buffer yet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OverrunPolicy {
+    /// Count the overrun and skip measuring that epoch; never stall the data path (live).
+    #[default]
+    Skip,
+    /// Wait for the control thread so that nothing is lost (trace replay, bit-exact tests).
+    Wait,
+}
+
+/// One measured packet of a staged burst.
+#[derive(Clone, Copy, Debug)]
+struct Staged {
+    m: Measurement,
+    ts_ns: u64,
+}
+
+const EMPTY_STAGED: Staged = Staged {
+    m: Measurement {
+        flow: FlowKey {
+            src_addr: [0; 16],
+            dst_addr: [0; 16],
+            src_port: 0,
+            dst_port: 0,
+            protocol: 0,
+            ip_version: 0,
+        },
+        flow_hash: 0,
+        identity: 0,
+        exchange: None,
+    },
+    ts_ns: 0,
+};
+
+/// The measured packets of one burst, inspected but not yet applied: lets the worker prefetch
+/// the synopses' random memory for the whole burst before the updates touch it. Fixed size, no
+/// allocation.
+pub struct StagedBurst {
+    items: [Staged; MAX_STAGED],
+    len: usize,
+}
+
+impl Default for StagedBurst {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StagedBurst {
+    /// An empty staging area.
+    pub const fn new() -> Self {
+        Self { items: [EMPTY_STAGED; MAX_STAGED], len: 0 }
+    }
+
+    /// Forgets the staged packets.
+    #[inline(always)]
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Staged packets.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing is staged.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline(always)]
+    fn staged(&self) -> &[Staged] {
+        self.items.get(..self.len).unwrap_or(&[])
+    }
+}
+
+/// Counters one worker publishes for the control thread's statistics (relaxed plain stores by
+/// the worker, relaxed loads by the control thread). Pad per worker (`CachePadded`).
+#[derive(Debug, Default)]
+pub struct SharedCounters {
+    /// Frames inspected.
+    pub frames: AtomicU64,
+    /// Frames measured.
+    pub measured: AtomicU64,
+    /// Skipped: ARP.
+    pub arp: AtomicU64,
+    /// Skipped: other non-IP ethertypes.
+    pub unknown_ethertype: AtomicU64,
+    /// Skipped: fragments.
+    pub fragment: AtomicU64,
+    /// Skipped: truncated frames.
+    pub truncated: AtomicU64,
+    /// Skipped: malformed headers.
+    pub malformed: AtomicU64,
+    /// Frames without a usable timestamp (not inspected).
+    pub untimed: AtomicU64,
+    /// Measured packets older than the worker's current epoch (not applied).
+    pub late: AtomicU64,
+    /// Epochs not measured because no buffer was free (policy `skip`).
+    pub overrun_epochs: AtomicU64,
+    /// Measured packets not applied because their epoch was overrun.
+    pub overrun_packets: AtomicU64,
+    /// Times the worker waited for a buffer (policy `wait`).
+    pub waits: AtomicU64,
+}
+
+/// A plain copy of [`SharedCounters`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CounterSnapshot {
+    /// See [`SharedCounters::frames`].
+    pub frames: u64,
+    /// See [`SharedCounters::measured`].
+    pub measured: u64,
+    /// See [`SharedCounters::arp`].
+    pub arp: u64,
+    /// See [`SharedCounters::unknown_ethertype`].
+    pub unknown_ethertype: u64,
+    /// See [`SharedCounters::fragment`].
+    pub fragment: u64,
+    /// See [`SharedCounters::truncated`].
+    pub truncated: u64,
+    /// See [`SharedCounters::malformed`].
+    pub malformed: u64,
+    /// See [`SharedCounters::untimed`].
+    pub untimed: u64,
+    /// See [`SharedCounters::late`].
+    pub late: u64,
+    /// See [`SharedCounters::overrun_epochs`].
+    pub overrun_epochs: u64,
+    /// See [`SharedCounters::overrun_packets`].
+    pub overrun_packets: u64,
+    /// See [`SharedCounters::waits`].
+    pub waits: u64,
+}
+
+impl CounterSnapshot {
+    /// Field-wise sum (totals over workers).
+    pub fn add(&mut self, o: &CounterSnapshot) {
+        self.frames += o.frames;
+        self.measured += o.measured;
+        self.arp += o.arp;
+        self.unknown_ethertype += o.unknown_ethertype;
+        self.fragment += o.fragment;
+        self.truncated += o.truncated;
+        self.malformed += o.malformed;
+        self.untimed += o.untimed;
+        self.late += o.late;
+        self.overrun_epochs += o.overrun_epochs;
+        self.overrun_packets += o.overrun_packets;
+        self.waits += o.waits;
+    }
+
+    /// Frames skipped by the packet layer, all reasons.
+    pub fn skipped(&self) -> u64 {
+        self.arp + self.unknown_ethertype + self.fragment + self.truncated + self.malformed
+    }
+}
+
+impl SharedCounters {
+    /// Reads every counter (relaxed: each value is exact, the set is not one instant).
+    pub fn snapshot(&self) -> CounterSnapshot {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        CounterSnapshot {
+            frames: l(&self.frames),
+            measured: l(&self.measured),
+            arp: l(&self.arp),
+            unknown_ethertype: l(&self.unknown_ethertype),
+            fragment: l(&self.fragment),
+            truncated: l(&self.truncated),
+            malformed: l(&self.malformed),
+            untimed: l(&self.untimed),
+            late: l(&self.late),
+            overrun_epochs: l(&self.overrun_epochs),
+            overrun_packets: l(&self.overrun_packets),
+            waits: l(&self.waits),
+        }
+    }
+}
+
+/// One worker's pipeline: packet layer, epoch ring and synopses.
+pub struct Pipeline {
+    packet: PacketConfig,
+    packets: PacketCounters,
+    writer: EpochWriter<EpochSynopses>,
+    carry: Option<FridgeCarry>,
+    policy: OverrunPolicy,
+    untimed: u64,
+    waits: u64,
+}
+
+impl Pipeline {
+    /// A pipeline writing into `writer` (see [`crate::epoch::EpochLink::new`]); `carry` is the
+    /// fridge's worker-lifetime state (`SynopsisSet::new_fridge_carry`).
+    pub fn new(
+        packet: PacketConfig,
+        writer: EpochWriter<EpochSynopses>,
+        carry: Option<FridgeCarry>,
+        policy: OverrunPolicy,
+    ) -> Self {
+        Self { packet, packets: PacketCounters::default(), writer, carry, policy, untimed: 0, waits: 0 }
+    }
+
+    /// Inspects and measures one frame received on `port` (0 or 1) at `ts_ns`. `wait` is called
+    /// (policy `wait` only) while no buffer is free for the packet's epoch; it returns false to
+    /// give up waiting (the epoch is then counted as overrun).
+    #[inline]
+    pub fn process(&mut self, port: usize, frame: &[u8], ts_ns: u64, wait: &mut impl FnMut() -> bool) {
+        if let Inspection::Measured(m) = packet::inspect(frame, &self.packet, &mut self.packets) {
+            self.apply_one(Direction::of_port(port), &Staged { m, ts_ns }, wait);
+        }
+    }
+
+    /// Inspects one frame of a burst and stages it if it is measured (skips are counted).
+    #[inline]
+    pub fn stage(&mut self, staged: &mut StagedBurst, frame: &[u8], ts_ns: u64) {
+        if let Inspection::Measured(m) = packet::inspect(frame, &self.packet, &mut self.packets)
+            && let Some(slot) = staged.items.get_mut(staged.len)
+        {
+            *slot = Staged { m, ts_ns };
+            staged.len += 1;
+        }
+    }
+
+    /// Counts a frame that had no usable timestamp (not inspected, not measured).
+    #[inline]
+    pub fn count_untimed(&mut self) {
+        self.untimed += 1;
+    }
+
+    /// Calls `hint` with the addresses the staged packets' updates will touch at random (the
+    /// RDA cache slots of the current epoch), so the caller can prefetch them. Never reads them.
+    #[inline]
+    pub fn prefetch(&self, staged: &StagedBurst, port: usize, mut hint: impl FnMut(*const u8)) {
+        let Some(buf) = self.writer.current() else { return };
+        if let Some(rda) = &buf.direction(Direction::of_port(port)).rda {
+            for s in staged.staged() {
+                hint(rda.prefetch_target(s.m.identity));
+            }
+        }
+    }
+
+    /// Applies the staged packets of a burst received on `port`, in order.
+    #[inline]
+    pub fn apply(&mut self, port: usize, staged: &StagedBurst, wait: &mut impl FnMut() -> bool) {
+        let d = Direction::of_port(port);
+        for s in staged.staged() {
+            self.apply_one(d, s, wait);
+        }
+    }
+
+    #[inline(always)]
+    fn apply_one(&mut self, d: Direction, s: &Staged, wait: &mut impl FnMut() -> bool) {
+        if self.policy == OverrunPolicy::Wait && self.writer.would_overrun(s.ts_ns) {
+            self.wait_for_buffer(s.ts_ns, wait);
+        }
+        let Some(buf) = self.writer.buffer_for(s.ts_ns) else { return };
+        let obs = s.m.observation(s.ts_ns);
+        let dir = buf.direction_mut(d);
+        dir.measured = dir.measured.wrapping_add(1);
+        if let Some(x) = &mut dir.lda {
+            x.update(&mut (), &obs);
+        }
+        if let Some(x) = &mut dir.lds {
+            x.update(&mut (), &obs);
+        }
+        if let Some(x) = &mut dir.rda {
+            x.update(&mut (), &obs);
+        }
+        if let Some(x) = &mut dir.colate {
+            x.update(&mut (), &obs);
+        }
+        if let (Some(f), Some(carry)) = (&mut buf.fridge, &mut self.carry) {
+            f.update(carry, &obs);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wait_for_buffer(&mut self, ts_ns: u64, wait: &mut impl FnMut() -> bool) {
+        self.waits += 1;
+        while self.writer.would_overrun(ts_ns) {
+            if !wait() {
+                return;
+            }
+        }
+    }
+
+    /// Lets the epoch clock advance without a packet (idle polls).
+    #[inline]
+    pub fn tick(&mut self, now_ns: u64) {
+        self.writer.tick(now_ns);
+    }
+
+    /// Hands the last buffer to the control thread and marks this worker finished.
+    pub fn finish(&mut self) {
+        self.writer.finish();
+    }
+
+    /// The packet layer's counters.
+    pub fn packet_counters(&self) -> &PacketCounters {
+        &self.packets
+    }
+
+    /// The epoch writer's counters.
+    pub fn writer_counters(&self) -> WriterCounters {
+        self.writer.counters()
+    }
+
+    /// Everything counted so far, as a plain snapshot.
+    pub fn snapshot(&self) -> CounterSnapshot {
+        let p = &self.packets;
+        let w = self.writer.counters();
+        CounterSnapshot {
+            frames: p.total().wrapping_add(self.untimed),
+            measured: p.measured,
+            arp: p.arp,
+            unknown_ethertype: p.unknown_ethertype,
+            fragment: p.fragment,
+            truncated: p.truncated,
+            malformed: p.malformed,
+            untimed: self.untimed,
+            late: w.late_packets,
+            overrun_epochs: w.overrun_epochs,
+            overrun_packets: w.skipped_packets,
+            waits: self.waits,
+        }
+    }
+
+    /// Publishes the counters for the control thread (plain relaxed stores; a few per call, so
+    /// call it per burst or less often, never per packet).
+    pub fn publish(&self, shared: &SharedCounters) {
+        let s = self.snapshot();
+        let st = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
+        st(&shared.frames, s.frames);
+        st(&shared.measured, s.measured);
+        st(&shared.arp, s.arp);
+        st(&shared.unknown_ethertype, s.unknown_ethertype);
+        st(&shared.fragment, s.fragment);
+        st(&shared.truncated, s.truncated);
+        st(&shared.malformed, s.malformed);
+        st(&shared.untimed, s.untimed);
+        st(&shared.late, s.late);
+        st(&shared.overrun_epochs, s.overrun_epochs);
+        st(&shared.overrun_packets, s.overrun_packets);
+        st(&shared.waits, s.waits);
+    }
+}
+
+#[cfg(test)]
+mod tests;

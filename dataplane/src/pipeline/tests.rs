@@ -1,0 +1,299 @@
+use super::*;
+use crate::epoch::{EpochBuffer, EpochClock, EpochLink};
+use crate::packet::synth::{FrameSpec, IpSpec, L4Spec};
+use crate::packet::tcp::flags;
+use crate::synopsis::colate::ColateConfig;
+use crate::synopsis::fridge::FridgeConfig;
+use crate::synopsis::lda::LdaConfig;
+use crate::synopsis::lds::LdsConfig;
+use crate::synopsis::rda::RdaConfig;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Every synopsis on, small.
+fn all_five() -> SynopsisSet {
+    SynopsisSet {
+        fridge: Some(FridgeConfig::default()),
+        lda: Some(LdaConfig::single_bank(64, 1.0, 7)),
+        lds: Some(LdsConfig::new(2, 256)),
+        rda: Some(RdaConfig::online(2, 256, 1 << 14)),
+        colate: Some(ColateConfig::new(1009, 8, 40, u64::MAX / 4)),
+    }
+}
+
+/// A seeded two-direction trace: per flow a TCP handshake (SYN on port 0, SYN/ACK on port 1
+/// 300 µs later) and a few data packets each way; also some ARP-like junk. Sorted by time.
+fn trace(flows: u32) -> Vec<(usize, u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let start: u64 = 1_700_000_000_000_000_000;
+    for f in 0..flows {
+        let client = [10, 0, (f >> 8) as u8, f as u8];
+        let server = [192, 0, 2, (f % 7) as u8 + 1];
+        let sport = 40_000 + (f % 20_000) as u16;
+        let t0 = start + u64::from(f) * 97_000;
+        let seq = 1000 * f;
+        let syn = FrameSpec::new(
+            IpSpec::v4(client, server, f as u16),
+            L4Spec::tcp(sport, 80, seq, 0, flags::SYN),
+            vec![],
+        );
+        let synack = FrameSpec::new(
+            IpSpec::v4(server, client, f as u16),
+            L4Spec::tcp(80, sport, 77, seq.wrapping_add(1), flags::SYN | flags::ACK),
+            vec![],
+        );
+        out.push((0, t0, syn.build()));
+        out.push((1, t0 + 300_000 + u64::from(f % 13) * 10_000, synack.build()));
+        for i in 0..4u32 {
+            let data = FrameSpec::new(
+                IpSpec::v4(client, server, (f + i) as u16),
+                L4Spec::udp(sport, 5000),
+                (i * 31 + f).to_le_bytes().repeat(6),
+            );
+            out.push((0, t0 + 400_000 + u64::from(i) * 50_000, data.build()));
+            let back = FrameSpec::new(
+                IpSpec::v4(server, client, (f + i) as u16),
+                L4Spec::udp(5000, sport),
+                (i * 17 + f).to_le_bytes().repeat(3),
+            );
+            out.push((1, t0 + 420_000 + u64::from(i) * 50_000, back.build()));
+        }
+        // A frame the packet layer skips (unknown ethertype).
+        let mut junk = vec![0u8; 60];
+        junk[12] = 0x88;
+        junk[13] = 0xcc;
+        out.push((0, t0 + 1_000, junk));
+    }
+    out.sort_by_key(|(port, ts, _)| (*ts, *port));
+    out
+}
+
+type Merged = BTreeMap<u64, EpochSynopses>;
+
+/// Runs `packets` through `workers` pipelines (steered like the offline runner) and merges the
+/// shards epoch by epoch in worker order, the way the control thread does.
+fn run(set: &SynopsisSet, packets: &[(usize, u64, Vec<u8>)], workers: usize, epoch_ns: u64) -> Merged {
+    let template = EpochSynopses::new(set).unwrap();
+    let clock = EpochClock::new(epoch_ns).unwrap();
+    let mut links = Vec::new();
+    let mut pipes = Vec::new();
+    for _ in 0..workers {
+        let t = template.clone();
+        let (link, writer) = EpochLink::new(4, clock, move || t.clone());
+        links.push(link);
+        pipes.push(Pipeline::new(
+            PacketConfig::default(),
+            writer,
+            set.new_fridge_carry(),
+            OverrunPolicy::Wait,
+        ));
+    }
+    let shards: std::cell::RefCell<BTreeMap<u64, Vec<Option<EpochSynopses>>>> = Default::default();
+    let drain = |links: &[Arc<EpochLink<EpochSynopses>>]| {
+        for (w, link) in links.iter().enumerate() {
+            while let Some(f) = link.pop_full() {
+                let mut s = shards.borrow_mut();
+                let slot = s.entry(f.epoch).or_insert_with(|| vec![None; links.len()]);
+                slot[w] = Some((*f.buffer).clone());
+                let mut b = f.buffer;
+                b.reset();
+                assert!(link.push_free(b).is_ok());
+            }
+        }
+        true
+    };
+    for (port, ts, frame) in packets {
+        let w = steer::worker_of(frame, workers);
+        pipes[w].process(*port, frame, *ts, &mut || drain(&links));
+    }
+    for p in &mut pipes {
+        p.finish();
+    }
+    drain(&links);
+    let mut merged = Merged::new();
+    for (epoch, per_worker) in shards.into_inner() {
+        let mut acc = template.clone();
+        for s in per_worker.into_iter().flatten() {
+            acc.merge_from(&s).unwrap();
+        }
+        merged.insert(epoch, acc);
+    }
+    merged
+}
+
+fn encodings(e: &EpochSynopses) -> Vec<Vec<u8>> {
+    let mut v = Vec::new();
+    for d in Direction::BOTH {
+        let s = e.direction(d);
+        v.push(s.lda.as_ref().unwrap().encode());
+        v.push(s.lds.as_ref().unwrap().encode());
+        v.push(s.rda.as_ref().unwrap().encode());
+        v.push(s.colate.as_ref().unwrap().encode());
+    }
+    v
+}
+
+/// The fridge's per-epoch sample counters and per-bin sample counts. Its Σc are floats (summed
+/// in another order by another number of workers they may differ in the last bits), and its
+/// request-gap sum (counter 1) is per worker by nature.
+fn fridge_counts(e: &EpochSynopses) -> Vec<(Vec<u64>, Vec<u64>)> {
+    e.fridge
+        .as_ref()
+        .unwrap()
+        .kinds()
+        .iter()
+        .map(|k| {
+            let mut c = k.counters.to_array().to_vec();
+            c.remove(1);
+            (c, k.hist_flat().iter().map(|b| b.samples).collect())
+        })
+        .collect()
+}
+
+#[test]
+fn two_workers_merge_to_exactly_what_one_worker_measures() {
+    let set = all_five();
+    let packets = trace(300);
+    // Epochs of 5 ms: the 29 ms trace spans several, and handshakes cross boundaries.
+    let one = run(&set, &packets, 1, 5_000_000);
+    let two = run(&set, &packets, 2, 5_000_000);
+    assert!(one.len() >= 5, "{} epochs", one.len());
+    assert_eq!(one.keys().collect::<Vec<_>>(), two.keys().collect::<Vec<_>>());
+    for (k, a) in &one {
+        let b = &two[k];
+        // LDA, LDS, RDA and COLATE merge exactly; the fridge's samples land in the same bins,
+        // because a flow's request and response stay on one worker.
+        // LDS's flow log lists flows in insertion order, which sharding changes: compare its
+        // cells exactly and its flows as a set.
+        for (i, (x, y)) in encodings(a).iter().zip(encodings(b).iter()).enumerate() {
+            assert!(x == y || i % 4 == 1, "epoch {k} encoding {i}");
+        }
+        for d in Direction::BOTH {
+            let (x, y) = (a.direction(d).lds.as_ref().unwrap(), b.direction(d).lds.as_ref().unwrap());
+            assert!(x.cells() == y.cells(), "epoch {k} LDS cells");
+            let keys = |l: &crate::synopsis::lds::Lds| {
+                let mut v: Vec<_> = l.flows().entries().iter().map(|e| e.key).collect();
+                v.sort();
+                v
+            };
+            assert_eq!(keys(x), keys(y));
+        }
+        assert_eq!(fridge_counts(a), fridge_counts(b), "epoch {k}");
+        assert_eq!(a.forward.measured, b.forward.measured);
+    }
+    // Every measured packet is in some epoch, on the right direction.
+    let fwd: u64 = one.values().map(|e| e.forward.measured).sum();
+    let rev: u64 = one.values().map(|e| e.reverse.measured).sum();
+    assert_eq!((fwd, rev), (300 * 5, 300 * 5));
+    // Every handshake is a fridge sample (p = 1 and a response always follows its request).
+    let samples: u64 = one
+        .values()
+        .map(|e| e.fridge.as_ref().unwrap().kinds().iter().map(|k| k.counters.samples).sum::<u64>())
+        .sum();
+    assert_eq!(samples, 300);
+}
+
+#[test]
+fn port_zero_feeds_forward_and_port_one_reverse() {
+    let set = all_five();
+    let packets: Vec<_> = trace(20).into_iter().filter(|(port, _, _)| *port == 0).collect();
+    let merged = run(&set, &packets, 1, 1_000_000_000);
+    let e = merged.values().next().unwrap();
+    assert_eq!(e.forward.measured, 20 * 5);
+    assert_eq!(e.reverse.measured, 0);
+    assert_eq!(e.reverse.lda.as_ref().unwrap().total_packets(), 0);
+    assert_eq!(e.forward.lda.as_ref().unwrap().total_packets(), 100);
+    assert_eq!(e.reverse.colate.as_ref().unwrap().packets(), 0);
+    // Requests only: the fridge inserted but found no response.
+    let f = e.fridge.as_ref().unwrap();
+    assert_eq!(f.kinds().iter().map(|k| k.counters.samples).sum::<u64>(), 0);
+}
+
+#[test]
+fn skip_policy_counts_overruns_and_wait_policy_loses_nothing() {
+    let set = SynopsisSet { lda: Some(LdaConfig::single_bank(64, 1.0, 7)), ..Default::default() };
+    let template = EpochSynopses::new(&set).unwrap();
+    let packets = trace(50);
+    let clock = EpochClock::new(1_000_000).unwrap();
+    for policy in [OverrunPolicy::Skip, OverrunPolicy::Wait] {
+        let t = template.clone();
+        let (link, writer) = EpochLink::new(2, clock, move || t.clone());
+        let mut p = Pipeline::new(PacketConfig::default(), writer, None, policy);
+        let mut returned = 0u64;
+        let mut harvested = 0u64;
+        for (port, ts, frame) in &packets {
+            // The control thread never runs on its own here: only when the pipeline waits.
+            p.process(*port, frame, *ts, &mut || {
+                while let Some(f) = link.pop_full() {
+                    harvested += f.buffer.forward.measured + f.buffer.reverse.measured;
+                    let mut b = f.buffer;
+                    b.reset();
+                    returned += 1;
+                    assert!(link.push_free(b).is_ok());
+                }
+                true
+            });
+        }
+        p.finish();
+        while let Some(f) = link.pop_full() {
+            harvested += f.buffer.forward.measured + f.buffer.reverse.measured;
+        }
+        let c = p.snapshot();
+        assert_eq!(c.measured, 500);
+        assert_eq!(c.unknown_ethertype, 50);
+        assert_eq!(c.frames, 550);
+        match policy {
+            OverrunPolicy::Skip => {
+                assert_eq!(returned, 0);
+                assert!(c.overrun_epochs > 0 && c.overrun_packets > 0, "{c:?}");
+                assert_eq!(harvested + c.overrun_packets, 500);
+                assert_eq!(c.waits, 0);
+            }
+            OverrunPolicy::Wait => {
+                assert!(returned > 0 && c.waits > 0);
+                assert_eq!((c.overrun_epochs, c.overrun_packets), (0, 0));
+                assert_eq!(harvested, 500);
+            }
+        }
+    }
+}
+
+#[test]
+fn staged_bursts_equal_packet_by_packet_processing() {
+    let set = all_five();
+    let packets = trace(40);
+    let by_packet = run(&set, &packets, 1, 2_000_000);
+    let template = EpochSynopses::new(&set).unwrap();
+    let t = template.clone();
+    let (link, writer) = EpochLink::new(64, EpochClock::new(2_000_000).unwrap(), move || t.clone());
+    let mut p = Pipeline::new(PacketConfig::default(), writer, set.new_fridge_carry(), OverrunPolicy::Wait);
+    let mut staged = StagedBurst::new();
+    let mut hints = 0;
+    // Bursts of up to 8 packets of one port, in time order.
+    let mut i = 0;
+    while i < packets.len() {
+        let port = packets[i].0;
+        staged.clear();
+        while i < packets.len() && packets[i].0 == port && staged.len() < 8 {
+            p.stage(&mut staged, &packets[i].2, packets[i].1);
+            i += 1;
+        }
+        p.prefetch(&staged, port, |ptr| {
+            assert!(!ptr.is_null());
+            hints += 1;
+        });
+        p.apply(port, &staged, &mut || panic!("64 buffers are enough"));
+    }
+    p.finish();
+    assert!(hints > 0);
+    let mut got = Merged::new();
+    while let Some(f) = link.pop_full() {
+        got.insert(f.epoch, *f.buffer);
+    }
+    assert_eq!(got.keys().collect::<Vec<_>>(), by_packet.keys().collect::<Vec<_>>());
+    for (k, e) in &got {
+        assert_eq!(encodings(e), encodings(&by_packet[k]), "epoch {k}");
+        let (a, b) = (e.fridge.as_ref().unwrap(), by_packet[k].fridge.as_ref().unwrap());
+        assert_eq!(a.encode(), b.encode(), "same worker, same order: the fridge is byte-identical");
+    }
+}

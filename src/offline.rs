@@ -1,0 +1,205 @@
+//! `wirelat offline`: the appliance's measurement without DPDK. Reads the pcap of port 0 (and of
+//! port 1) with a pure-Rust reader, merges the two ports' packets by timestamp, hands each to one
+//! of N emulated workers by the steering rule ([`steer::worker_of`], the same rule the tests use
+//! to split a trace over the appliance's queues), and runs the same pipeline, harvester,
+//! publisher and sinks as `wirelat run`.
+//!
+//! Differences from the appliance, by design: nothing is forwarded; no epoch is ever lost (the
+//! overrun policy is always `wait`: the harvest runs in this thread); with `[clock] source =
+//! "trace"` timestamps are truncated to whole microseconds exactly like DPDK 22.11's pcap device,
+//! so a replay through the appliance measures the same values; with any other clock the pcap's
+//! own resolution is kept. Each pcap must be in capture order (as written by a capture tool or
+//! the trace generator): ports are merged, not sorted (equal timestamps: port 0 first).
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use pcap_file::TsResolution;
+use pcap_file::pcap::PcapReader;
+use tracing::{info, warn};
+use wirelat_control::config::{ClockSource, Config};
+use wirelat_control::epoch::Harvester;
+use wirelat_control::publish::Publisher;
+use wirelat_dataplane::epoch::{EpochClock, EpochLink};
+use wirelat_dataplane::pipeline::{CounterSnapshot, EpochSynopses, OverrunPolicy, Pipeline, steer};
+
+use crate::measure;
+
+/// Harvest this often (in packets) besides whenever a worker waits for a buffer.
+const HARVEST_EVERY: u64 = 4096;
+
+/// What an offline run did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OfflineSummary {
+    /// Frames read per port.
+    pub frames: [u64; 2],
+    /// Counters summed over the emulated workers.
+    pub counters: CounterSnapshot,
+    /// Merged epochs published.
+    pub epochs: u64,
+    /// Messages handed to the sinks.
+    pub messages: u64,
+}
+
+/// Streams the records of one pcap: (timestamp in ns, frame).
+struct PcapStream {
+    reader: PcapReader<BufReader<File>>,
+    nano: bool,
+    path: PathBuf,
+    index: u64,
+}
+
+impl PcapStream {
+    fn open(path: &Path) -> anyhow::Result<Self> {
+        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let reader = PcapReader::new(BufReader::new(f)).map_err(|e| {
+            anyhow::anyhow!("{} is not a pcap file ({e}); pcapng is not supported", path.display())
+        })?;
+        let nano = reader.header().ts_resolution == TsResolution::NanoSecond;
+        Ok(Self { reader, nano, path: path.to_owned(), index: 0 })
+    }
+
+    fn next(&mut self) -> anyhow::Result<Option<(u64, Vec<u8>)>> {
+        let Some(raw) = self.reader.next_raw_packet() else { return Ok(None) };
+        let raw = raw.map_err(|e| anyhow::anyhow!("{}: record {}: {e}", self.path.display(), self.index))?;
+        let frac = u64::from(raw.ts_frac);
+        let frac_ns = if self.nano { frac } else { frac.saturating_mul(1000) };
+        if frac_ns >= 1_000_000_000 {
+            bail!("{}: record {}: sub-second part {frac} out of range", self.path.display(), self.index);
+        }
+        self.index += 1;
+        Ok(Some((u64::from(raw.ts_sec) * 1_000_000_000 + frac_ns, raw.data.into_owned())))
+    }
+}
+
+/// Runs the measurement over the pcaps with `workers` emulated workers.
+pub fn run(
+    config: &Config,
+    port0: &Path,
+    port1: Option<&Path>,
+    workers: usize,
+) -> anyhow::Result<OfflineSummary> {
+    if workers == 0 || workers > 127 {
+        bail!("--workers {workers} is outside 1..=127");
+    }
+    measure::log_measurement(config, "offline");
+    let trace_clock = config.clock.source == ClockSource::Trace;
+    info!(
+        clock = config.clock.source.name(),
+        microsecond_truncation = trace_clock,
+        workers,
+        "offline clock: pcap record time"
+    );
+    let template = measure::epoch_template(config)?;
+    let set = config.synopsis_set();
+    let clock = EpochClock::new(config.epochs.length_ns()).context("epoch length is 0")?;
+    let mut links = Vec::with_capacity(workers);
+    let mut pipelines = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        let t = template.clone();
+        let (link, writer) = EpochLink::new(*config.epochs.ring.get_ref(), clock, move || t.clone());
+        links.push(link);
+        pipelines.push(Pipeline::new(
+            config.packet_config(),
+            writer,
+            set.new_fridge_carry(),
+            OverrunPolicy::Wait,
+        ));
+    }
+    let mut harvester = Harvester::new(links, move || template.clone());
+    let mut publisher = measure::publisher(config)?;
+
+    let mut streams = [Some(PcapStream::open(port0)?), port1.map(PcapStream::open).transpose()?];
+    let mut heads: [Option<(u64, Vec<u8>)>; 2] = [None, None];
+    for (head, stream) in heads.iter_mut().zip(streams.iter_mut()) {
+        if let Some(s) = stream {
+            *head = s.next()?;
+        }
+    }
+    let mut summary = OfflineSummary::default();
+    let mut failure: Option<anyhow::Error> = None;
+    let mut packets: u64 = 0;
+    loop {
+        let port = match (&heads[0], &heads[1]) {
+            (None, None) => break,
+            (Some(_), None) => 0,
+            (None, Some(_)) => 1,
+            (Some((t0, _)), Some((t1, _))) => usize::from(t0 > t1),
+        };
+        let Some((ts_ns, frame)) = heads[port].take() else { break };
+        heads[port] = match &mut streams[port] {
+            Some(s) => s.next()?,
+            None => None,
+        };
+        summary.frames[port] += 1;
+        let ts_ns = if trace_clock { ts_ns / 1000 * 1000 } else { ts_ns };
+        let w = steer::worker_of(&frame, workers);
+        let Some(pipeline) = pipelines.get_mut(w) else { continue };
+        pipeline.process(port, &frame, ts_ns, &mut || {
+            harvest(&mut harvester, &mut publisher, &mut failure);
+            failure.is_none()
+        });
+        packets += 1;
+        if packets.is_multiple_of(HARVEST_EVERY) {
+            // Idle workers follow the trace time, so epochs are emitted as the trace goes.
+            for p in &mut pipelines {
+                p.tick(ts_ns);
+            }
+            harvest(&mut harvester, &mut publisher, &mut failure);
+        }
+        if let Some(e) = failure.take() {
+            return Err(e);
+        }
+    }
+    for p in &mut pipelines {
+        p.finish();
+        summary.counters.add(&p.snapshot());
+    }
+    while !harvester.done() {
+        harvest(&mut harvester, &mut publisher, &mut failure);
+        if let Some(e) = failure.take() {
+            return Err(e);
+        }
+    }
+    if let Err(e) = publisher.finish() {
+        warn!(error = %e, "closing the outputs");
+    }
+    let c = publisher.counters();
+    summary.epochs = c.epochs;
+    summary.messages = c.messages;
+    info!(
+        frames_port0 = summary.frames[0],
+        frames_port1 = summary.frames[1],
+        measured = summary.counters.measured,
+        skipped = summary.counters.skipped(),
+        late = summary.counters.late,
+        epochs = c.epochs,
+        messages = c.messages,
+        body_bytes = c.body_bytes,
+        colate_epochs = c.colate_epochs,
+        "offline run finished"
+    );
+    Ok(summary)
+}
+
+/// Emits every epoch all emulated workers have passed. A merge error (two shards of different
+/// configurations: a bug) ends the run; publishing errors are logged.
+fn harvest(h: &mut Harvester<EpochSynopses>, publisher: &mut Publisher, failure: &mut Option<anyhow::Error>) {
+    let result = h.poll(|e| {
+        if let Err(err) = publisher.publish(e.epoch, e.merged, e.shards, e.complete) {
+            warn!(epoch = e.epoch, error = %err, "publishing an epoch");
+        }
+    });
+    match result {
+        Ok(_) => {
+            if let Some(passed) = h.passed() {
+                publisher.progress(passed);
+            }
+        }
+        Err(e) => {
+            failure.get_or_insert(anyhow::Error::new(e).context("merging worker shards"));
+        }
+    }
+}

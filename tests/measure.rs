@@ -1,0 +1,280 @@
+//! Measurement on the data path: the appliance in trace mode on DPDK's pcap device, with one and
+//! with two workers, measures exactly what `wirelat offline` measures over the same pcaps, epoch
+//! by epoch and byte for byte (LDA, LDS, RDA, COLATE and the fridge); a slow control thread
+//! causes counted overruns but never stalls forwarding.
+
+#![cfg(feature = "dpdk")]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use wirelat_dataplane::pipeline::steer;
+use wirelat_dataplane::sim::{DelayModel, LossModel};
+use wirelat_trace::generate::{GenConfig, generate};
+use wirelat_trace::segment::{DelaySpec, SegmentConfig};
+use wirelat_trace::topology::{Point, Tap};
+use wirelat_trace::traffic::TrafficConfig;
+
+/// Every synopsis on, sized for a small trace.
+const SYNOPSES: &str = r#"
+[packet]
+identity_seed = 99
+[synopses.fridge]
+seed = 5
+[synopses.lda]
+banks = [{ rows = 128, p = 0.5 }, { rows = 128, p = 0.25 }]
+seed = 3
+[synopses.lds]
+rows = 2
+width = 512
+flow_capacity = 4096
+[synopses.rda]
+binding = { mode = "online", buckets_per_bank = 512 }
+cache_capacity = 65536
+[synopses.colate]
+counters = 2003
+cells_per_flow = 8
+counter_bits = 48
+epoch_threshold_ticks = 1000000000000
+# µs ticks from the trace generator's start time.
+tick_ns = 1000
+origin_ns = 1700000000000000000
+"#;
+
+/// Point A's two pcaps of a seeded trace pair (ns timestamps: the µs truncation of the pcap
+/// device and of the offline runner are part of what is compared).
+fn trace(dir: &Path) -> [PathBuf; 2] {
+    let traffic =
+        TrafficConfig { packet_rate_pps: 8_000.0, duration_ns: 600_000_000, ..TrafficConfig::default() };
+    let seg = SegmentConfig {
+        delay: DelaySpec::Iid(DelayModel::Weibull { shape: 0.7, mean: 40_000.0 }),
+        loss: LossModel::Uniform { rate: 0.01 },
+        fifo: false,
+        reorder: None,
+        paths: vec![],
+    };
+    let pair = generate(&GenConfig::synthetic(11, traffic, seg)).expect("generate a trace pair");
+    let mut out = Vec::new();
+    for port in 0..2u8 {
+        let tap = Tap { point: Point::A, port };
+        let path = dir.join(format!("{}.pcap", tap.name()));
+        let frames: Vec<(u64, Vec<u8>)> =
+            pair.capture(tap).iter().map(|c| (c.ts_ns, c.frame.clone())).collect();
+        write_timed(&path, &frames);
+        out.push(path);
+    }
+    [out[0].clone(), out[1].clone()]
+}
+
+/// Writes a nanosecond pcap.
+fn write_timed(path: &Path, frames: &[(u64, Vec<u8>)]) {
+    wirelat_trace::pcap_io::write_file(path, frames.iter().map(|(t, f)| (*t, f.as_slice())))
+        .expect("write pcap");
+}
+
+fn read_timed(path: &Path) -> Vec<(u64, Vec<u8>)> {
+    wirelat_trace::pcap_io::read_file(path)
+        .expect("read pcap")
+        .into_iter()
+        .map(|r| (r.ts_ns, r.data))
+        .collect()
+}
+
+/// The measurement part of the config, with outputs into `out`.
+fn measurement_toml(out: &Path, extra: &str) -> String {
+    format!(
+        "[point]\nid = 1\n[segments]\nforward = 10\nreverse = 11\n[clock]\nsource = \"trace\"\n\
+         [output]\njson = \"{}\"\ndump_dir = \"{}\"\n{extra}\n{SYNOPSES}",
+        out.join("epochs.jsonl").display(),
+        out.join("dump").display()
+    )
+}
+
+/// The bodies a run dumped: file name → bytes.
+fn dump(out: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut m = BTreeMap::new();
+    for e in std::fs::read_dir(out.join("dump")).expect("dump directory") {
+        let p = e.expect("entry").path();
+        let name = p.file_name().and_then(|n| n.to_str()).expect("name").to_owned();
+        m.insert(name, std::fs::read(&p).expect("read body"));
+    }
+    m
+}
+
+/// Runs `wirelat offline` over the pcaps with `workers` emulated workers.
+fn offline(dir: &Path, pcaps: &[PathBuf; 2], workers: usize) -> PathBuf {
+    let out = dir.join(format!("offline{workers}"));
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let config = out.join("offline.toml");
+    std::fs::write(&config, measurement_toml(&out, "[epochs]\nlength_ms = 50\n")).expect("write config");
+    let output = wirelat()
+        .args(["offline", "--config"])
+        .arg(&config)
+        .arg("--port0")
+        .arg(&pcaps[0])
+        .arg("--port1")
+        .arg(&pcaps[1])
+        .args(["--workers", &workers.to_string()])
+        .output()
+        .expect("run wirelat offline");
+    assert!(output.status.success(), "{}", describe(&output));
+    out
+}
+
+/// Runs the appliance in trace mode: each port's pcap split over `workers` rx queues by the
+/// steering rule; returns the output directory and the run's output.
+fn appliance(
+    dir: &Path,
+    pcaps: &[PathBuf; 2],
+    workers: usize,
+    extra: &str,
+) -> (PathBuf, std::process::Output) {
+    let out = dir.join(format!("run{workers}"));
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let mut devices = Vec::new();
+    for (port, pcap) in pcaps.iter().enumerate() {
+        let frames = read_timed(pcap);
+        let mut args = Vec::new();
+        for q in 0..workers {
+            let mine: Vec<(u64, Vec<u8>)> =
+                frames.iter().filter(|(_, f)| steer::worker_of(f, workers) == q).cloned().collect();
+            let rx = out.join(format!("in{port}_q{q}.pcap"));
+            write_timed(&rx, &mine);
+            args.push(format!("rx_pcap={}", rx.display()));
+        }
+        for q in 0..workers {
+            args.push(format!("tx_pcap={}", out.join(format!("out{port}_q{q}.pcap")).display()));
+        }
+        devices.push(format!("net_pcap{port},{}", args.join(",")));
+    }
+    // Two lcores may share a CPU (this machine has two): worker 0 shares CPU 0 with the main lcore.
+    let cores = if workers == 1 { "[1]" } else { "[0, 1]" };
+    let text = format!(
+        "[eal]\n{}\nmain_core = 0\n[workers]\ncores = {cores}\n[mempool]\ndata_room_bytes = 9344\n\
+         [stats]\ninterval_ms = 0\n[stop]\nidle_ms = 400\nafter_ms = 50000\n\
+         [[port]]\ndevice = \"{}\"\n[[port]]\ndevice = \"{}\"\n{}",
+        eal_args_toml(&out),
+        devices[0],
+        devices[1],
+        measurement_toml(&out, extra)
+    );
+    let config = out.join("run.toml");
+    std::fs::write(&config, text).expect("write config");
+    let output = run_config(&config);
+    assert!(output.status.success(), "{}", describe(&output));
+    (out, output)
+}
+
+/// Asserts both runs dumped the same epochs with byte-identical bodies, and returns how many
+/// bodies per synopsis.
+fn assert_same_bodies(
+    a: &BTreeMap<String, Vec<u8>>,
+    b: &BTreeMap<String, Vec<u8>>,
+) -> BTreeMap<String, usize> {
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "the same epochs and synopses");
+    let mut per_kind = BTreeMap::new();
+    for (name, bytes) in a {
+        assert!(bytes == &b[name], "{name}: bodies differ");
+        *per_kind.entry(name.split('-').next().unwrap_or("").to_owned()).or_insert(0) += 1;
+    }
+    per_kind
+}
+
+/// The JSON lines of a run, parsed.
+fn lines(out: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(out.join("epochs.jsonl")).expect("JSON lines");
+    text.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect()
+}
+
+fn appliance_equals_offline(workers: usize) {
+    let dir = scratch();
+    let d = dir.path().to_owned();
+    let d = d.as_path();
+    // WIRELAT_KEEP=1 keeps the pcaps and both runs' outputs for a look after a failure.
+    if std::env::var_os("WIRELAT_KEEP").is_some() {
+        eprintln!("keeping {}", d.display());
+        std::mem::forget(dir);
+    }
+    let pcaps = trace(d);
+    let off = offline(d, &pcaps, workers);
+    let (run, output) = appliance(d, &pcaps, workers, "[epochs]\nlength_ms = 50\noverrun = \"wait\"\n");
+    let per_kind = assert_same_bodies(&dump(&off), &dump(&run));
+    // 600 ms of traffic in 50 ms epochs: every synopsis has about a dozen epochs (two-point ones
+    // twice: one per direction).
+    for kind in ["fridge", "lda", "lds", "rda", "colate"] {
+        let n = per_kind.get(kind).copied().unwrap_or(0);
+        assert!(n >= 10, "{kind}: {n} epoch bodies\n{per_kind:?}");
+    }
+    assert_eq!(per_kind["lda"], 2 * per_kind["fridge"]);
+    // The JSON lines say the same.
+    let (a, b) = (lines(&off), lines(&run));
+    assert_eq!(a.len(), b.len());
+    assert_eq!(a.len(), per_kind.values().sum::<usize>());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x, y, "JSON lines differ");
+        assert_eq!(x["complete"], true);
+    }
+    // Measured packets, over LDA's per-direction lines, equal the packets of the trace that the
+    // packet layer measures; every frame was forwarded.
+    let measured: u64 =
+        a.iter().filter(|l| l["kind"] == "lda").map(|l| l["summary"]["measured"].as_u64().unwrap()).sum();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains(&format!("measured {measured} ")), "{}", describe(&output));
+    assert!(stdout.contains("late 0 overrun_epochs 0 overrun_packets 0"), "{}", describe(&output));
+    for (port, pcap) in pcaps.iter().enumerate() {
+        let sent: usize =
+            (0..workers).map(|q| read_frames(&run.join(format!("out{}_q{q}.pcap", 1 - port))).len()).sum();
+        assert_eq!(sent, read_timed(pcap).len(), "every frame of port {port} was forwarded");
+    }
+}
+
+#[test]
+fn one_worker_measures_exactly_what_offline_measures() {
+    appliance_equals_offline(1);
+}
+
+#[test]
+fn two_workers_measure_exactly_what_offline_measures() {
+    appliance_equals_offline(2);
+}
+
+#[test]
+fn a_slow_control_thread_causes_counted_overruns_and_no_stall() {
+    let dir = scratch();
+    let d = dir.path();
+    let pcaps = trace(d);
+    // 10 ms epochs, two buffers, and a control thread that sleeps 300 ms before each harvest:
+    // the replay runs through many epochs while no buffer comes back.
+    let (run, output) = appliance(
+        d,
+        &pcaps,
+        1,
+        "[epochs]\nlength_ms = 10\nring = 2\noverrun = \"skip\"\n[debug]\nharvest_delay_ms = 300\n",
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let field = |name: &str| -> u64 {
+        let i =
+            stdout.find(&format!("{name} ")).unwrap_or_else(|| panic!("no {name}: {}", describe(&output)));
+        stdout[i + name.len() + 1..].split_whitespace().next().and_then(|w| w.parse().ok()).expect("a number")
+    };
+    assert!(field("overrun_epochs") > 0, "{}", describe(&output));
+    assert!(field("overrun_packets") > 0, "{}", describe(&output));
+    // No stall: every frame went through, none dropped.
+    for (port, pcap) in pcaps.iter().enumerate() {
+        let n = read_timed(pcap).len();
+        let sent = read_frames(&run.join(format!("out{}_q0.pcap", 1 - port))).len();
+        assert_eq!(sent, n, "port {port}: every frame forwarded");
+        assert!(stdout.contains(&format!("port {port}: rx {n} ")), "{stdout}");
+    }
+    assert!(stdout.contains("tx_dropped 0"), "{stdout}");
+    // Whatever was measured was published; overrun packets were not measured into any epoch.
+    let published: u64 = lines(&run)
+        .iter()
+        .filter(|l| l["kind"] == "lda")
+        .map(|l| l["summary"]["measured"].as_u64().unwrap())
+        .sum();
+    assert_eq!(published + field("overrun_packets"), field("measured"), "{}", describe(&output));
+}

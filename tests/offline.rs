@@ -1,0 +1,381 @@
+//! `wirelat offline` (also in a build without DPDK): the measurement over pcap files, its JSON
+//! lines, its body dumps, exact shard merging with several emulated workers, and shipping
+//! through `[ship]` to `wirelat collect`, whose records are scored against the generator's truth.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use wirelat_dataplane::sim::{DelayModel, LossModel};
+use wirelat_dataplane::synopsis::Synopsis;
+use wirelat_dataplane::synopsis::lda::{Lda, LdaConfig};
+use wirelat_trace::generate::{GenConfig, generate};
+use wirelat_trace::segment::{DelaySpec, SegmentConfig};
+use wirelat_trace::topology::{Point, Tap};
+use wirelat_trace::traffic::TrafficConfig;
+
+const CONFIG: &str = r#"
+[point]
+id = 4
+[segments]
+forward = 40
+reverse = 41
+[epochs]
+length_ms = 100
+[synopses.fridge]
+[synopses.lda]
+banks = [{ rows = 256, p = 1.0 }]
+seed = 9
+[synopses.rda]
+binding = { mode = "online", buckets_per_bank = 256 }
+cache_capacity = 65536
+"#;
+
+/// A generated two-point trace pair (4 pcaps and truth.json) in `dir`: 500 ms of synthetic
+/// traffic at 6000 packets/s, a constant 30 µs segment delay, no loss. Returns A's two pcaps.
+fn trace(dir: &Path) -> [PathBuf; 2] {
+    let traffic =
+        TrafficConfig { packet_rate_pps: 6_000.0, duration_ns: 500_000_000, ..TrafficConfig::default() };
+    let seg = SegmentConfig {
+        delay: DelaySpec::Iid(DelayModel::Constant { delay: 30_000.0 }),
+        loss: LossModel::None,
+        fifo: false,
+        reorder: None,
+        paths: vec![],
+    };
+    generate(&GenConfig::synthetic(3, traffic, seg))
+        .expect("generate")
+        .write_dir(dir)
+        .expect("write the pair");
+    [0, 1].map(|port| dir.join(format!("{}.pcap", Tap { point: Point::A, port }.name())))
+}
+
+fn offline(dir: &Path, pcaps: &[PathBuf; 2], workers: usize) -> PathBuf {
+    let out = dir.join(format!("w{workers}"));
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let config = out.join("c.toml");
+    let text = format!(
+        "[output]\njson = \"{}\"\ndump_dir = \"{}\"\n{CONFIG}",
+        out.join("e.jsonl").display(),
+        out.join("dump").display()
+    );
+    std::fs::write(&config, text).expect("config");
+    let output = wirelat()
+        .args(["offline", "--config"])
+        .arg(&config)
+        .arg("--port0")
+        .arg(&pcaps[0])
+        .arg("--port1")
+        .arg(&pcaps[1])
+        .args(["--workers", &workers.to_string()])
+        .output()
+        .expect("run");
+    assert!(output.status.success(), "{}", describe(&output));
+    out
+}
+
+fn lines(out: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(out.join("e.jsonl"))
+        .expect("json lines")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect()
+}
+
+/// Frames the packet layer measures: IPv4 or IPv6 directly on Ethernet (the generated traffic
+/// has no VLAN tags; its only other frames are ARP).
+fn ip_frames(pcaps: &[PathBuf; 2]) -> [u64; 2] {
+    let count = |p: &Path| {
+        read_frames(p).iter().filter(|f| matches!(f.get(12..14), Some([0x08, 0x00] | [0x86, 0xdd]))).count()
+            as u64
+    };
+    [count(&pcaps[0]), count(&pcaps[1])]
+}
+
+/// Per epoch and fridge kind: the samples in each histogram bin (low_ns, high_ns, samples).
+type FridgeBins = BTreeMap<(u64, String), Vec<(u64, u64, u64)>>;
+
+fn fridge_bins(lines: &[serde_json::Value]) -> FridgeBins {
+    let mut out = FridgeBins::new();
+    for l in lines.iter().filter(|l| l["kind"] == "fridge") {
+        let epoch = l["epoch"].as_u64().expect("epoch");
+        for k in l["summary"]["report"]["kinds"].as_array().expect("kinds") {
+            let bins = k["all"]["histogram"]
+                .as_array()
+                .expect("histogram")
+                .iter()
+                .map(|b| {
+                    let field = |name: &str| b[name].as_u64().expect("histogram field");
+                    (field("low_ns"), field("high_ns"), field("samples"))
+                })
+                .collect();
+            out.insert((epoch, k["kind"].as_str().expect("kind").to_owned()), bins);
+        }
+    }
+    out
+}
+
+fn dump(out: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(out.join("dump"))
+        .expect("dump")
+        .map(|e| {
+            let p = e.expect("entry").path();
+            (p.file_name().expect("name").to_string_lossy().into_owned(), std::fs::read(&p).expect("read"))
+        })
+        .collect()
+}
+
+#[test]
+fn offline_measures_every_packet_into_epochs_and_merges_workers_exactly() {
+    let dir = scratch();
+    let d = dir.path();
+    let pcaps = trace(d);
+    let ip = ip_frames(&pcaps);
+    assert!(ip[0] > 1000 && ip[1] > 1000, "both directions carry traffic: {ip:?}");
+    let one = offline(d, &pcaps, 1);
+    let three = offline(d, &pcaps, 3);
+    let (a, b) = (lines(&one), lines(&three));
+    // 500 ms of traffic in 100 ms epochs (plus the 30 ms segment delay and the server's think
+    // time after the last request): 5 to 7 epochs, each with 1 fridge + 2 LDA + 2 RDA lines.
+    let epochs: BTreeSet<u64> = a.iter().map(|l| l["epoch"].as_u64().expect("epoch")).collect();
+    assert!((5..=7).contains(&epochs.len()), "{epochs:?}");
+    assert_eq!(a.len(), epochs.len() * 5);
+    assert_eq!(b.len(), a.len());
+    for (lines, workers) in [(&a, 1), (&b, 3)] {
+        for l in lines.iter() {
+            assert_eq!(l["point"], 4);
+            assert_eq!(l["epoch_len_ns"], 100_000_000);
+            assert_eq!(l["complete"], true);
+            assert_eq!(l["summary"]["shards"], workers, "every emulated worker gives a shard: {l}");
+            let seg = l["segment"].as_u64().expect("segment");
+            match l["kind"].as_str().expect("kind") {
+                "fridge" => assert_eq!(seg, 0),
+                "lda" | "rda" => assert!(seg == 40 || seg == 41, "{seg}"),
+                k => panic!("unexpected kind {k}"),
+            }
+        }
+    }
+    // Every IP frame is measured exactly once, in the LDA epoch of its direction (port 0 is the
+    // forward segment 40, port 1 the reverse segment 41), with one worker and with three.
+    for lines in [&a, &b] {
+        let measured = |seg: u64| -> u64 {
+            lines
+                .iter()
+                .filter(|l| l["kind"] == "lda" && l["segment"] == seg)
+                .map(|l| l["summary"]["measured"].as_u64().expect("measured"))
+                .sum()
+        };
+        assert_eq!([measured(40), measured(41)], ip);
+    }
+    // Three emulated workers: LDA and RDA bodies are byte-identical to one worker's (exact
+    // merge of shards; each flow stays on one worker).
+    let (da, db) = (dump(&one), dump(&three));
+    assert_eq!(da.keys().collect::<Vec<_>>(), db.keys().collect::<Vec<_>>());
+    assert_eq!(da.len(), a.len(), "one body per JSON line");
+    for (name, bytes) in &da {
+        if !name.starts_with("fridge") {
+            assert!(Some(bytes) == db.get(name), "{name} differs between 1 and 3 workers");
+        }
+    }
+    // The fridge: each worker has its own slots, so the weights may differ with the worker
+    // count, but with entry probability 1 and slots never full every response is matched on the
+    // worker that holds its request: the same samples fall into the same bins, epoch by epoch.
+    let (fa, fb) = (fridge_bins(&a), fridge_bins(&b));
+    let samples: u64 = fa.values().flatten().map(|(_, _, n)| n).sum();
+    assert!(samples > 20, "handshakes and DNS exchanges give fridge samples: {samples}");
+    assert_eq!(fa, fb);
+    // The bodies decode with the configuration and count the measured packets.
+    let cfg = LdaConfig::single_bank(256, 1.0, 9);
+    let total: u64 = da
+        .iter()
+        .filter(|(n, _)| n.starts_with("lda"))
+        .map(|(_, b)| Lda::decode(&cfg, b).expect("decode").total_packets())
+        .sum();
+    assert_eq!(total, ip[0] + ip[1]);
+}
+
+#[test]
+fn offline_reports_bad_input_clearly() {
+    let dir = scratch();
+    let d = dir.path();
+    let config = d.join("c.toml");
+    std::fs::write(&config, CONFIG).expect("config");
+    std::fs::write(d.join("junk.pcap"), b"not a pcap at all").expect("junk");
+    let output = wirelat()
+        .args(["offline", "--config"])
+        .arg(&config)
+        .arg("--port0")
+        .arg(d.join("junk.pcap"))
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is not a pcap file"), "{}", describe(&output));
+    std::fs::write(&config, "[epochs]\nlength_ms = 0\n").expect("config");
+    let output = wirelat()
+        .args(["offline", "--config"])
+        .arg(&config)
+        .arg("--port0")
+        .arg(d.join("junk.pcap"))
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("epochs.length_ms"), "{}", describe(&output));
+}
+
+/// A running `wirelat collect` and what it logged.
+struct Collector {
+    child: Child,
+    addr: String,
+    log: Arc<Mutex<String>>,
+}
+
+impl Collector {
+    fn start(config: &Path) -> Collector {
+        let mut child = wirelat()
+            .args(["collect", "--config"])
+            .arg(config)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start wirelat collect");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (err, into) = (child.stderr.take().expect("stderr"), log.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let mut l = into.lock().expect("log");
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let started = Instant::now();
+        loop {
+            let text = log.lock().expect("log").clone();
+            if let Some(addr) =
+                text.lines().find_map(|l| l.split_once("listening on ").map(|(_, a)| a.trim()))
+            {
+                return Collector { addr: addr.to_owned(), child, log };
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("wirelat collect exited ({status}) before listening:\n{text}");
+            }
+            assert!(started.elapsed() < RUN_TIMEOUT, "collector did not start:\n{text}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then the log once it exited cleanly.
+    fn stop(mut self) -> String {
+        let pid = self.child.id().to_string();
+        let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
+        let started = Instant::now();
+        loop {
+            let log = self.log.lock().expect("log").clone();
+            if let Ok(Some(status)) = self.child.try_wait() {
+                assert!(status.success(), "collector exit {status}:\n{log}");
+                return log;
+            }
+            if started.elapsed() > RUN_TIMEOUT {
+                let _ = self.child.kill();
+                panic!("collector did not stop on SIGTERM:\n{log}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() {
+    let dir = scratch();
+    let d = dir.path();
+    trace(d);
+    let key = d.join("peer.key");
+    std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
+    let synopses = "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n";
+    let collector_toml = d.join("collector.toml");
+    std::fs::write(
+        &collector_toml,
+        format!(
+            "[collector]\nlisten = \"127.0.0.1:0\"\nkey_file = \"{}\"\nrecords = \"{}\"\n\
+             [[point]]\nid = 1\nname = \"a\"\n[[point]]\nid = 2\nname = \"b\"\n\
+             [[segment]]\nid = 40\nupstream = 1\ndownstream = 2\n\
+             [[segment]]\nid = 41\nupstream = 2\ndownstream = 1\n{synopses}",
+            key.display(),
+            d.join("records.jsonl").display()
+        ),
+    )
+    .expect("collector config");
+    let collector = Collector::start(&collector_toml);
+    // Both points measure their own pcaps at once and ship to the collector; each exits once the
+    // collector has acknowledged everything (it acknowledges an epoch when it has paired it with
+    // the other point's, so the points must run together; `close` waits up to 30 s).
+    let points: Vec<Child> = [(1, "a"), (2, "b")]
+        .into_iter()
+        .map(|(id, point)| {
+            let config = d.join(format!("{point}.toml"));
+            std::fs::write(
+                &config,
+                format!(
+                    "[point]\nid = {id}\n[segments]\nforward = 40\nreverse = 41\n[epochs]\nlength_ms = 100\n\
+                     [ship]\npeer = \"{}\"\nkey_file = \"{}\"\nbackoff_initial_ms = 20\nclose_timeout_ms = 30000\n\
+                     {synopses}",
+                    collector.addr,
+                    key.display()
+                ),
+            )
+            .expect("point config");
+            wirelat()
+                .args(["offline", "--config"])
+                .arg(&config)
+                .arg("--port0")
+                .arg(d.join(format!("{point}_port0.pcap")))
+                .arg("--port1")
+                .arg(d.join(format!("{point}_port1.pcap")))
+                .args(["--workers", "2"])
+                .env("RUST_LOG", "info")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start wirelat offline")
+        })
+        .collect();
+    for child in points {
+        let output = wait_with_timeout(child, RUN_TIMEOUT);
+        assert!(output.status.success(), "{}", describe(&output));
+        let log = String::from_utf8_lossy(&output.stderr);
+        assert!(log.contains("shipping epochs to the peer"), "{log}");
+        // Every epoch reached the peer: 5 or more epochs × 2 directions, none given up.
+        let closed =
+            log.lines().find(|l| l.contains("network sink closed")).unwrap_or_else(|| panic!("{log}"));
+        assert!(closed.contains("given_up=0"), "{closed}");
+        let field = |name: &str| -> u64 {
+            closed
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+                .unwrap_or_else(|| panic!("{name} in {closed}"))
+        };
+        assert!(field("delivered") >= 10 && field("acked") == field("delivered"), "{closed}");
+    }
+    let log = collector.stop();
+    // The collector paired both points' epochs into one LDA record per segment and epoch; the
+    // scorer compares each with the generator's truth. The delay is a constant 30 µs without
+    // loss, so LDA's usable rows hold exactly equal packets with equal delays: the mean is exact
+    // up to float rounding. Only a packet that crosses an epoch boundary inside the segment
+    // (A's epoch k, B's epoch k+1) makes its row's counts differ, and LDA drops that row. The
+    // 1e-6 bound leaves room for rounding only; 5 epochs × 2 directions must be scored.
+    let output = wirelat()
+        .args(["check", "--truth"])
+        .arg(d.join("truth.json"))
+        .arg("--records")
+        .arg(d.join("records.jsonl"))
+        .args(["--bound", "lda.mean_rel_err_max=1e-6", "--bound", "lda.min_records=10"])
+        .output()
+        .expect("check");
+    assert!(output.status.success(), "{}\n--- collector\n{log}", describe(&output));
+}
