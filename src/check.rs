@@ -127,7 +127,7 @@ fn scored(report: &Report, synopsis: SynopsisKind) -> usize {
 
 /// A bound on a synopsis with nothing scored would hold vacuously (an error summary of no
 /// records is zero): such a synopsis fails with a `<name>.records` check instead.
-fn require_records(report: &mut Report, bounds: &Bounds) {
+pub fn require_records(report: &mut Report, bounds: &Bounds) {
     for name in bounds.keys() {
         let Some(kind) = score::synopsis_named(name) else { continue };
         if scored(report, kind) == 0 {

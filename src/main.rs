@@ -5,6 +5,8 @@
 //! as one clear message; nothing here panics on user input.
 
 mod check;
+#[cfg(feature = "dpdk")]
+mod demo;
 mod gen_trace;
 mod measure;
 mod offline;
@@ -91,6 +93,10 @@ enum Command {
     Check(check::CheckArgs),
     /// Send pcaps out of DPDK ports at their recorded timing (scaled), or as fast as possible.
     Replay(replay::ReplayArgs),
+    /// The main job: generate a trace pair, run point A, point B and the peer on DPDK's pcap
+    /// device, and print every synopsis's estimate next to the ground truth.
+    #[cfg(feature = "dpdk")]
+    Demo(Box<demo::DemoArgs>),
 }
 
 /// Why the program failed, deciding the exit code.
@@ -151,6 +157,8 @@ fn execute(command: Command) -> Result<(), Failure> {
         Command::GenTrace(args) => gen_trace::run(&args),
         Command::Check(args) => check::run(&args),
         Command::Replay(args) => replay::run(&args),
+        #[cfg(feature = "dpdk")]
+        Command::Demo(args) => demo::run(&args),
     }
 }
 

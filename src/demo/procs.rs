@@ -1,0 +1,159 @@
+//! The demo's processes: the peer first (its address is read from its log), then both points
+//! at once — they must run together, because the peer acknowledges a point's epoch only once
+//! the other point's epoch of the same segment has arrived and been estimated, and RDA asks both
+//! points for timestamps while they run. When both points have exited (after every epoch was
+//! acknowledged), the peer is stopped with SIGTERM, which flushes its records.
+
+use std::fs::File;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use super::configs::{self, Plan};
+
+/// How often children are polled.
+const POLL: Duration = Duration::from_millis(50);
+/// How long the peer may take to start listening, and to stop after SIGTERM.
+const PEER_GRACE: Duration = Duration::from_secs(60);
+
+/// A child process whose output goes to a log file.
+struct Proc {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn spawn(name: &'static str, bin: &Path, args: &[&str], log: PathBuf) -> anyhow::Result<Proc> {
+        let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out.try_clone().with_context(|| format!("opening {}", log.display()))?;
+        let child = Command::new(bin)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .with_context(|| format!("starting {name}: {} {}", bin.display(), args.join(" ")))?;
+        Ok(Proc { name, child, log })
+    }
+
+    /// The last lines of the log, for error messages.
+    fn tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let from = lines.len().saturating_sub(15);
+        lines[from..].join("\n")
+    }
+
+    fn failure(&self, what: &str) -> anyhow::Error {
+        anyhow::anyhow!("{} {what}; the end of {}:\n{}", self.name, self.log.display(), self.tail())
+    }
+
+    fn stop_now(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then up to `grace` for a clean exit, then SIGKILL.
+    fn terminate(&mut self, grace: Duration) -> anyhow::Result<ExitStatus> {
+        if let Some(status) = self.child.try_wait()? {
+            return Ok(status);
+        }
+        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            std::thread::sleep(POLL);
+        }
+        self.stop_now();
+        Err(self.failure("did not stop within the grace period after SIGTERM (killed)"))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // Never leave a child behind when the demo fails half-way.
+        if let Ok(None) = self.child.try_wait() {
+            self.stop_now();
+        }
+    }
+}
+
+/// Waits for the peer's `listening on ADDR` line.
+fn peer_address(peer: &mut Proc) -> anyhow::Result<SocketAddr> {
+    let deadline = Instant::now() + PEER_GRACE;
+    loop {
+        let text = std::fs::read_to_string(&peer.log).unwrap_or_default();
+        if let Some(rest) = text.lines().find_map(|l| l.split("listening on ").nth(1)) {
+            let addr = rest.split_whitespace().next().unwrap_or_default();
+            return addr.parse().with_context(|| format!("the peer's address {addr:?} in {}", peer.log.display()));
+        }
+        if let Some(status) = peer.child.try_wait()? {
+            return Err(peer.failure(&format!("exited before listening ({status})")));
+        }
+        if Instant::now() >= deadline {
+            return Err(peer.failure("did not start listening"));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Runs the peer and both points to completion.
+pub fn run_deployment(bin: &Path, plan: &Plan, timeout: Duration) -> anyhow::Result<()> {
+    let collector_toml = plan.collector_toml();
+    let mut peer = Proc::spawn(
+        "the peer (wirelat collect)",
+        bin,
+        &["collect", "--config", &collector_toml.display().to_string()],
+        plan.log("collector"),
+    )?;
+    let addr = peer_address(&mut peer)?;
+    println!("demo: peer listening on {addr} (log {})", peer.log.display());
+
+    let mut points = Vec::new();
+    for (name, label) in [("a", "point A (wirelat run)"), ("b", "point B (wirelat run)")] {
+        configs::write_point(plan, name, addr)?;
+        let toml = plan.point_toml(name).display().to_string();
+        points.push(Proc::spawn(label, bin, &["run", "--config", &toml], plan.log(name))?);
+    }
+    println!(
+        "demo: points A and B replaying their taps through DPDK's pcap device (logs {}, {})",
+        points[0].log.display(),
+        points[1].log.display()
+    );
+
+    let deadline = Instant::now() + timeout;
+    let mut done = [false, false];
+    while !done.iter().all(|d| *d) {
+        for (i, p) in points.iter_mut().enumerate() {
+            if done[i] {
+                continue;
+            }
+            if let Some(status) = p.child.try_wait()? {
+                if !status.success() {
+                    return Err(p.failure(&format!("failed ({status})")));
+                }
+                done[i] = true;
+            }
+        }
+        if let Some(status) = peer.child.try_wait()? {
+            return Err(peer.failure(&format!("exited while the points were running ({status})")));
+        }
+        if Instant::now() >= deadline {
+            bail!("the points did not finish within {} s (logs in {})", timeout.as_secs(), plan.layout.dir.display());
+        }
+        std::thread::sleep(POLL);
+    }
+    let status = peer.terminate(PEER_GRACE)?;
+    if !status.success() {
+        return Err(peer.failure(&format!("stopped with {status}")));
+    }
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! The end-to-end check of issue 11: `wirelat demo` on a demo-sized trace runs point A, point B
+//! (each `wirelat run` on DPDK's pcap device, shipping over the authenticated protocol) and the
+//! peer (`wirelat collect`), and every synopsis's error against the ground truth stays within
+//! `tests/data/demo-bounds.toml` (each bound's derivation is written next to it). The same
+//! records, re-scored with a bound no estimator can meet, must fail: the check can fail.
+
+#![cfg(feature = "dpdk")]
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+
+/// The demo starts three processes and replays a few hundred thousand frames.
+const DEMO_TIMEOUT: Duration = Duration::from_secs(600);
+
+#[test]
+fn demo_estimates_are_within_every_synopsis_bound() {
+    let dir = scratch();
+    let out = dir.path().join("run");
+    let summary = dir.path().join("summary.json");
+    let child = wirelat()
+        .args(["demo", "--duration", "1s", "--timeout-s", "500", "--out"])
+        .arg(&out)
+        .arg("--bounds")
+        .arg(repo_path("tests/data/demo-bounds.toml"))
+        .arg("--summary-json")
+        .arg(&summary)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start wirelat demo");
+    let run = wait_with_timeout(child, DEMO_TIMEOUT);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "demo failed ({}):\n{stdout}\n{stderr}", run.status);
+
+    // Every synopsis was estimated by the peer and printed next to its truth.
+    for name in ["lda", "rda", "lds", "colate"] {
+        assert!(stdout.lines().any(|l| l.trim_start().starts_with(name)), "no {name} row:\n{stdout}");
+    }
+    assert!(stdout.contains("tcp_handshake") && stdout.contains("dns"), "no fridge rows:\n{stdout}");
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary"))
+        .expect("summary JSON");
+    assert_eq!(s["pass"], true);
+    let checks = s["checks"].as_array().expect("checks");
+    for name in ["fridge", "lda", "lds", "rda", "colate"] {
+        assert!(
+            checks.iter().any(|c| c["name"].as_str().is_some_and(|n| n.starts_with(name))),
+            "no bound was checked for {name}"
+        );
+    }
+
+    // The picture exists and is an SVG with a curve per kind and point.
+    let svg = std::fs::read_to_string(out.join("fridge-cdf.svg")).expect("fridge-cdf.svg");
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert!(svg.matches("<polyline").count() >= 4, "too few curves in the SVG");
+
+    // Both points forwarded every frame they received, byte-identical (the appliance's first
+    // promise), while measuring.
+    for (point, rx, tx) in [("a", 0, 1), ("a", 1, 0), ("b", 0, 1), ("b", 1, 0)] {
+        let sent = read_frames(&out.join(format!("pair/{point}_port{rx}.pcap")));
+        let forwarded = read_frames(&out.join(format!("{point}_out{tx}.pcap")));
+        assert!(!sent.is_empty());
+        assert!(sent == forwarded, "point {point}: port {rx} → {tx} not forwarded byte-identical, in order");
+    }
+
+    // The same records against an impossible bound fail: the bounds above are really checked.
+    let strict = wirelat()
+        .args(["check", "--truth"])
+        .arg(out.join("pair/truth.json"))
+        .arg("--records")
+        .arg(out.join("records.jsonl"))
+        .args(["--bound", "lda.mean_rel_err_max=1e-12"])
+        .output()
+        .expect("run wirelat check");
+    assert_eq!(strict.status.code(), Some(1), "{}", String::from_utf8_lossy(&strict.stdout));
+}
