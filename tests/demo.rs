@@ -42,8 +42,8 @@ fn demo_estimates_are_within_every_synopsis_bound() {
         assert!(stdout.lines().any(|l| l.trim_start().starts_with(name)), "no {name} row:\n{stdout}");
     }
     assert!(stdout.contains("tcp_handshake") && stdout.contains("dns"), "no fridge rows:\n{stdout}");
-    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary"))
-        .expect("summary JSON");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).expect("summary")).expect("summary JSON");
     assert_eq!(s["pass"], true);
     let checks = s["checks"].as_array().expect("checks");
     for name in ["fridge", "lda", "lds", "rda", "colate"] {

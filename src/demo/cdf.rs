@@ -93,11 +93,7 @@ fn est_cdf(v: &[(f64, f64)], x: f64) -> Option<f64> {
 }
 
 fn fmt_delay(ns: f64) -> String {
-    if ns >= 1e6 {
-        format!("{:.3}ms", ns / 1e6)
-    } else {
-        format!("{:.1}µs", ns / 1e3)
-    }
+    if ns >= 1e6 { format!("{:.3}ms", ns / 1e6) } else { format!("{:.1}µs", ns / 1e3) }
 }
 
 impl Panel {
@@ -177,7 +173,8 @@ impl Pictures {
             let mid = fmt_delay((lo.ln() * 0.5 + hi.ln() * 0.5).exp());
             let right = fmt_delay(hi);
             let pad = (COLS / 2).saturating_sub(left.chars().count() + mid.chars().count() / 2);
-            let pad2 = COLS.saturating_sub(left.chars().count() + pad + mid.chars().count() + right.chars().count());
+            let pad2 =
+                COLS.saturating_sub(left.chars().count() + pad + mid.chars().count() + right.chars().count());
             let _ = writeln!(s, "       {left}{}{mid}{}{right}", " ".repeat(pad), " ".repeat(pad2));
         }
         s
@@ -212,7 +209,8 @@ impl Pictures {
             let (lo, hi) = p.range();
             let sx = |x: f64| x0 + (x.max(lo).ln() - lo.ln()) / (hi.ln() - lo.ln()) * pw;
             let sy = |f: f64| y0 + (1.0 - f) * ph;
-            let _ = writeln!(s, r#"<text x="{x0}" y="{}" font-size="13">{}</text>"#, top + 18.0, xml(&p.title));
+            let _ =
+                writeln!(s, r#"<text x="{x0}" y="{}" font-size="13">{}</text>"#, top + 18.0, xml(&p.title));
             let _ = writeln!(
                 s,
                 r##"<rect x="{x0}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
@@ -244,7 +242,14 @@ impl Pictures {
                 let mut pts = format!("{:.1},{:.1}", sx(lo), sy(0.0));
                 let n = p.truth.len() as f64;
                 for (k, &d) in p.truth.iter().enumerate() {
-                    let _ = write!(pts, " {:.1},{:.1} {:.1},{:.1}", sx(d), sy(k as f64 / n), sx(d), sy((k + 1) as f64 / n));
+                    let _ = write!(
+                        pts,
+                        " {:.1},{:.1} {:.1},{:.1}",
+                        sx(d),
+                        sy(k as f64 / n),
+                        sx(d),
+                        sy((k + 1) as f64 / n)
+                    );
                 }
                 let _ = write!(pts, " {:.1},{:.1}", sx(hi), sy(1.0));
                 let _ = writeln!(

@@ -170,11 +170,7 @@ pub fn write_point(plan: &Plan, name: &str, peer: SocketAddr) -> anyhow::Result<
     let device = |port: u8| {
         let rx = rx(port);
         let tx = tx(port);
-        format!(
-            "\"net_pcap{port},rx_pcap={},tx_pcap={}\"",
-            rx.trim_matches('"'),
-            tx.trim_matches('"')
-        )
+        format!("\"net_pcap{port},rx_pcap={},tx_pcap={}\"", rx.trim_matches('"'), tx.trim_matches('"'))
     };
     let text = format!(
         r#"# wirelat demo: point {upper}. Written by `wirelat demo`.

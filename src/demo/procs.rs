@@ -93,7 +93,9 @@ fn peer_address(peer: &mut Proc) -> anyhow::Result<SocketAddr> {
         let text = std::fs::read_to_string(&peer.log).unwrap_or_default();
         if let Some(rest) = text.lines().find_map(|l| l.split("listening on ").nth(1)) {
             let addr = rest.split_whitespace().next().unwrap_or_default();
-            return addr.parse().with_context(|| format!("the peer's address {addr:?} in {}", peer.log.display()));
+            return addr
+                .parse()
+                .with_context(|| format!("the peer's address {addr:?} in {}", peer.log.display()));
         }
         if let Some(status) = peer.child.try_wait()? {
             return Err(peer.failure(&format!("exited before listening ({status})")));
@@ -147,7 +149,11 @@ pub fn run_deployment(bin: &Path, plan: &Plan, timeout: Duration) -> anyhow::Res
             return Err(peer.failure(&format!("exited while the points were running ({status})")));
         }
         if Instant::now() >= deadline {
-            bail!("the points did not finish within {} s (logs in {})", timeout.as_secs(), plan.layout.dir.display());
+            bail!(
+                "the points did not finish within {} s (logs in {})",
+                timeout.as_secs(),
+                plan.layout.dir.display()
+            );
         }
         std::thread::sleep(POLL);
     }

@@ -257,7 +257,8 @@ impl Summary {
             );
         }
         if !self.flows.is_empty() {
-            let _ = writeln!(s, "\nPer-flow mean delay (error of each flow's estimate against its true mean):");
+            let _ =
+                writeln!(s, "\nPer-flow mean delay (error of each flow's estimate against its true mean):");
             let _ = writeln!(
                 s,
                 "  {:<7} {:<8} {:>6} {:>9}  {:>12} {:>12} {:>12}",
@@ -278,7 +279,8 @@ impl Summary {
             }
         }
         if !self.fridge.is_empty() {
-            let _ = writeln!(s, "\nRequest→response delay at each point (fridge quantiles, estimate / truth):");
+            let _ =
+                writeln!(s, "\nRequest→response delay at each point (fridge quantiles, estimate / truth):");
             for r in &self.fridge {
                 let qs: Vec<String> = r
                     .quantiles

@@ -12,8 +12,10 @@ use wirelat_dataplane::synopsis::lda::{Lda, LdaConfig};
 use wirelat_dataplane::synopsis::lds::LdsConfig;
 use wirelat_dataplane::synopsis::rda::{Rda, RdaConfig, TimestampCache};
 
-/// What a [`Collect`] sink was given: messages, retained caches (segment, epoch, ids), closed.
-type Collected = (Vec<EpochMessage>, Vec<(u32, u64, usize)>, bool);
+/// What a [`Collect`] sink was given: messages, retained caches (segment, epoch, ids), closed,
+/// and the RDA caches retained only after their epoch's message was delivered (a network peer
+/// could have asked for them in between).
+type Collected = (Vec<EpochMessage>, Vec<(u32, u64, usize)>, bool, Vec<(u32, u64)>);
 
 /// Collects what it is given.
 #[derive(Clone, Default)]
@@ -23,7 +25,13 @@ impl EpochSink for Collect {
         self.0.lock().unwrap().0.push(msg.clone());
     }
     fn retain_rda_cache(&mut self, segment: u32, epoch: u64, cache: &TimestampCache) {
-        self.0.lock().unwrap().1.push((segment, epoch, cache.len()));
+        let mut got = self.0.lock().unwrap();
+        let late =
+            got.0.iter().any(|m| m.kind == SynopsisKind::Rda && m.segment == segment && m.epoch == epoch);
+        if late {
+            got.3.push((segment, epoch));
+        }
+        got.1.push((segment, epoch, cache.len()));
     }
     fn close(&mut self) {
         self.0.lock().unwrap().2 = true;
@@ -102,8 +110,10 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
         .map(|m| m.summary["measured"].as_u64().unwrap())
         .sum();
     assert_eq!(measured, p.snapshot().measured);
-    // One cache per epoch and direction, holding that direction's packets.
+    // One cache per epoch and direction, holding that direction's packets, retained before the
+    // epoch's RDA message went out.
     assert_eq!(caches.len(), epochs * 2);
+    assert!(got.3.is_empty(), "RDA caches retained after their message was sent: {:?}", got.3);
     let cached: usize = caches.iter().map(|c| c.2).sum();
     assert_eq!(cached as u64, measured);
     // COLATE: the windows went into counter epochs in an archive per direction.
