@@ -2,14 +2,18 @@
 //! (each `wirelat run` on DPDK's pcap device, shipping over the authenticated protocol) and the
 //! peer (`wirelat collect`), and every synopsis's error against the ground truth stays within
 //! `tests/data/demo-bounds.toml` (each bound's derivation is written next to it). The same
-//! records, re-scored with a bound no estimator can meet, must fail: the check can fail.
+//! records, re-scored with a bound no estimator can meet, must fail: the check can fail. And the
+//! same pcaps measured by `wirelat offline` (the pure-Rust path, no DPDK) and shipped to a second
+//! peer give exactly the same estimates: the trace-mode appliance, its harvest, the network
+//! path and the peer add nothing and lose nothing.
 
 #![cfg(feature = "dpdk")]
 
 mod common;
 
+use std::path::Path;
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -77,4 +81,88 @@ fn demo_estimates_are_within_every_synopsis_bound() {
         .output()
         .expect("run wirelat check");
     assert_eq!(strict.status.code(), Some(1), "{}", String::from_utf8_lossy(&strict.stdout));
+
+    // The same pcaps, measured offline by both points and shipped to a second peer.
+    let offline = dir.path().join("offline");
+    std::fs::create_dir_all(&offline).unwrap();
+    let records = out.join("records.jsonl");
+    let records2 = offline.join("records.jsonl");
+    let collector = std::fs::read_to_string(out.join("collector.toml"))
+        .unwrap()
+        .replace(&toml_str(&records), &toml_str(&records2));
+    std::fs::write(offline.join("collector.toml"), collector).unwrap();
+    let peer_log = offline.join("collector.log");
+    let mut peer = wirelat()
+        .args(["collect", "--config"])
+        .arg(offline.join("collector.toml"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&peer_log).unwrap())
+        .spawn()
+        .expect("start wirelat collect");
+    let addr = listening_address(&peer_log);
+    let mut points = Vec::new();
+    for p in ["a", "b"] {
+        let original = std::fs::read_to_string(out.join(format!("{p}.toml"))).unwrap();
+        let old_peer = original.lines().find(|l| l.starts_with("peer = ")).expect("a [ship] peer line");
+        let config = original.replace(old_peer, &format!("peer = \"{addr}\"")).replace(
+            &toml_str(&out.join(format!("{p}.epochs.jsonl"))),
+            &toml_str(&offline.join(format!("{p}.jsonl"))),
+        );
+        let path = offline.join(format!("{p}.toml"));
+        std::fs::write(&path, config).unwrap();
+        let child = wirelat()
+            .args(["offline", "--config"])
+            .arg(&path)
+            .arg("--port0")
+            .arg(out.join(format!("pair/{p}_port0.pcap")))
+            .arg("--port1")
+            .arg(out.join(format!("pair/{p}_port1.pcap")))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start wirelat offline");
+        points.push(child);
+    }
+    for child in points {
+        let run = wait_with_timeout(child, DEMO_TIMEOUT);
+        assert!(run.status.success(), "offline point failed: {}", describe(&run));
+    }
+    let pid = rustix::process::Pid::from_raw(peer.id() as i32).expect("a pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM the peer");
+    assert!(peer.wait().expect("wait for the peer").success());
+    let appliance = scoring_records(&records);
+    let pure = scoring_records(&records2);
+    assert!(appliance.len() > 1000, "{} records", appliance.len());
+    assert_eq!(appliance.len(), pure.len(), "different numbers of records");
+    for (x, y) in appliance.iter().zip(&pure) {
+        assert_eq!(x, y, "the appliance's and the offline run's estimates differ");
+    }
+}
+
+/// A path as the TOML string the demo wrote for it.
+fn toml_str(p: &Path) -> String {
+    toml::Value::String(p.display().to_string()).to_string()
+}
+
+/// Waits for `wirelat collect: listening on ADDR` in the peer's log.
+fn listening_address(log: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(rest) = text.lines().find_map(|l| l.split("listening on ").nth(1)) {
+            return rest.split_whitespace().next().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "the peer did not start: {text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The scoring records of a records file (estimates, epochs, flows, quantiles), in a canonical
+/// order; the peer's diagnostics (look-up rounds, timings) are left out.
+fn scoring_records(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let parsed = wirelat_trace::record::parse_lines(&text, &path.display().to_string()).unwrap();
+    let mut v: Vec<String> = parsed.records.iter().map(|r| serde_json::to_string(r).unwrap()).collect();
+    v.sort();
+    v
 }
