@@ -18,6 +18,10 @@ pub const MAX_CELLS: u64 = 1 << 22;
 /// The paper's tuning constant α in `p = α m / (L + 1)` (spec §5, §8.24).
 pub const DEFAULT_ALPHA: f64 = 0.5;
 
+/// Default of [`LdaConfig::max_negative_delay_ns`]: 10 ms, far beyond the offset of clocks kept
+/// by PTP or NTP on a LAN and a tenth of the usual 100-ms epoch.
+pub const DEFAULT_MAX_NEGATIVE_DELAY_NS: u64 = 10_000_000;
+
 /// One bank: `rows` timestamp-accumulator/packet-counter cells, sampled with probability `p`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -63,10 +67,22 @@ pub struct LdaConfig {
     /// Seed of the bank and row hashes (two independent streams are derived from it).
     #[serde(default)]
     pub seed: u64,
+    /// The most negative one-way delay N, in timestamp units (ns), that a real packet can show:
+    /// how far the receiver's clock may run behind the sender's. A cell whose counts agree but
+    /// whose delay sum over its c packets is below −c·N cannot hold the same packets at both
+    /// points (an epoch-boundary slip, see the estimator's `compare`) and is counted as
+    /// anomalous instead of usable. Our extension, not in the paper. Covered by the
+    /// fingerprint like every field, so both points must agree on it.
+    #[serde(default = "default_max_negative_delay_ns")]
+    pub max_negative_delay_ns: u64,
 }
 
 fn default_width() -> u8 {
     64
+}
+
+fn default_max_negative_delay_ns() -> u64 {
+    DEFAULT_MAX_NEGATIVE_DELAY_NS
 }
 
 /// A bank to be tuned by [`LdaConfig::tuned`]: its rows and the loss rate it should handle.
@@ -100,6 +116,7 @@ impl LdaConfig {
             ts_bits: 64,
             count_bits: 64,
             seed,
+            max_negative_delay_ns: DEFAULT_MAX_NEGATIVE_DELAY_NS,
         }
     }
 
@@ -143,7 +160,14 @@ impl LdaConfig {
                 ),
             ));
         }
-        let cfg = Self { banks, select: BankSelect::Thresholds, ts_bits: 64, count_bits: 64, seed };
+        let cfg = Self {
+            banks,
+            select: BankSelect::Thresholds,
+            ts_bits: 64,
+            count_bits: 64,
+            seed,
+            max_negative_delay_ns: DEFAULT_MAX_NEGATIVE_DELAY_NS,
+        };
         cfg.validate()?;
         Ok(cfg)
     }
@@ -373,6 +397,10 @@ mod tests {
     fn serde_defaults_and_unknown_fields() {
         let c: LdaConfig = serde_json::from_str(r#"{"banks":[{"rows":4,"p":1.0}]}"#).unwrap();
         assert_eq!(c, LdaConfig::single_bank(4, 1.0, 0));
+        assert_eq!(c.max_negative_delay_ns, 10_000_000);
+        let n: LdaConfig =
+            serde_json::from_str(r#"{"banks":[{"rows":4,"p":1.0}],"max_negative_delay_ns":5}"#).unwrap();
+        assert_eq!(n.max_negative_delay_ns, 5);
         assert!(serde_json::from_str::<LdaConfig>(r#"{"banks":[],"rowz":1}"#).is_err());
         assert!(serde_json::from_str::<LdaConfig>(r#"{"banks":[{"rows":4,"p":1.0,"x":1}]}"#).is_err());
         let lz: LdaConfig =
@@ -392,5 +420,9 @@ mod tests {
         let mut w = a.clone();
         w.ts_bits = 40;
         assert_ne!(a.fingerprint(), w.fingerprint());
+        // The slip guard decides which cells are usable: both points must agree on it too.
+        let mut n = a.clone();
+        n.max_negative_delay_ns = 1;
+        assert_ne!(a.fingerprint(), n.fingerprint());
     }
 }

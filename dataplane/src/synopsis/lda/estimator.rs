@@ -16,6 +16,10 @@
 //!   (spec §8.3, §8.5);
 //! - a bucket is usable only if both its rows are (the paper compares only the summed counts;
 //!   spec §8.6), and a cell with S_B > S_A is unusable and counted as an anomaly (§8.17);
+//! - a cell with S_A = S_B but a delay sum below −S_A·N (N = `max_negative_delay_ns`, the
+//!   largest clock offset allowed) is unusable and counted as an anomaly too: it holds
+//!   different packets at the two points, crossing an epoch boundary in opposite directions
+//!   (§8.21; our extension, see `compare`);
 //! - per-cell differences Δ = T_B − T_A are taken modulo 2^W and read as *signed* W-bit numbers
 //!   (the spec reads them as non-negative), so a negative clock offset between the points gives
 //!   a negative mean instead of a value near 2^W; a cell's delay sum must stay within ±2^(W−1);
@@ -116,7 +120,9 @@ pub struct LdaReport {
     /// accuracy of σ̂ (spec §4.4); 0 without usable buckets.
     pub effective_buckets: f64,
     /// Cells where the receiver counted more packets than the sender (impossible if both points
-    /// see the same packets: mutable bytes hashed, boundary slip). Treated as unusable.
+    /// see the same packets: mutable bytes hashed, boundary slip), or where the counts agree
+    /// but the delay sum is below −count·`max_negative_delay_ns` (two packets that slipped
+    /// across the epoch boundaries in opposite directions). Treated as unusable.
     pub anomalous_cells: u64,
     /// Sampled packets the sender counted (Σ S_A).
     pub sampled_sent: u64,
@@ -155,18 +161,48 @@ struct CellPair {
     /// Packets the receiver is missing (0 when usable or anomalous).
     lost: u64,
     sent: u64,
-    /// Δ = T_B − T_A of a usable cell, signed.
+    /// Δ = T_B − T_A of a usable cell, signed (0 otherwise).
     delay_sum: i128,
 }
 
+/// Compares cell (i, j) of the two points: usable when the counts agree (spec §4.1) *and* the
+/// delay sum is possible for real packets; anomalous when the receiver counted more (spec §8.17)
+/// or when the counts agree but the delay sum is impossible (below).
+///
+/// **Boundary slip (our guard, beyond the spec; spec §8.21 only says a slipped packet spoils
+/// its cell).** Each point assigns a packet to an epoch of length E by its own timestamp, so a
+/// packet sent just before a boundary is counted in epoch k at A and in k+1 at B. If such a
+/// crossing-out packet X and a crossing-in packet Y (A saw it in k−1, B in k) fall into the same
+/// cell of epoch k, the counts agree, yet the cell holds X at A and Y at B and its difference
+/// carries t_B(Y) − t_A(X) ≈ −E instead of two delays: one such cell moved a 100-ms epoch's
+/// mean by about E/S (−63 µs instead of +47 µs at S = 922) and inflated σ̂ through its bucket.
+///
+/// A real packet's delay is negative only by the clock offset, at most N =
+/// `max_negative_delay_ns`, so a cell of c real packets has Δ ≥ −c·N. A count-matched cell
+/// with Δ < −c·N is therefore anomalous and left out (its bucket too). The slipped cell holds
+/// X plus c − 1 common packets at A and Y plus the same c − 1 at B, so Δ ≈ −E + (c − 1)·mean:
+/// sparse cells — the usual case, c·(mean + N) < E — are caught. A cell dense enough to hide
+/// the −E (c·(mean + N) ≥ E) still shifts the mean by ≈ E/S ≤ (c/S)·(mean + N): bounded by
+/// that cell's share of the sample, not by the epoch length. Slip never makes Δ too large
+/// (B always sees the later packet in the earlier epoch), so there is no upper guard.
 fn compare(cfg: &LdaConfig, a: &Cell, b: &Cell) -> CellPair {
     let count_mask = cfg.count_mask();
     let missing = a.count.wrapping_sub(b.count) & count_mask;
-    let anomalous = missing > count_mask >> 1;
-    let usable = missing == 0;
+    let receiver_more = missing > count_mask >> 1;
+    let matched = missing == 0;
     let delay_sum =
-        if usable { signed(b.ts_sum.wrapping_sub(a.ts_sum) & cfg.ts_mask(), cfg.ts_bits) } else { 0 };
-    CellPair { usable, anomalous, lost: if anomalous { 0 } else { missing }, sent: a.count, delay_sum }
+        if matched { signed(b.ts_sum.wrapping_sub(a.ts_sum) & cfg.ts_mask(), cfg.ts_bits) } else { 0 };
+    // c ≤ 2^64 and N < 2^64: the product can exceed i128, so it saturates (no guard then).
+    let floor = i128::from(a.count).saturating_mul(i128::from(cfg.max_negative_delay_ns));
+    let slipped = matched && delay_sum < -floor;
+    let usable = matched && !slipped;
+    CellPair {
+        usable,
+        anomalous: receiver_more || slipped,
+        lost: if receiver_more { 0 } else { missing },
+        sent: a.count,
+        delay_sum: if usable { delay_sum } else { 0 },
+    }
 }
 
 /// Decodes both points' encoded synopses (each must carry `cfg`'s fingerprint) and estimates

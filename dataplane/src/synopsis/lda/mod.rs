@@ -31,7 +31,9 @@
 //! - Bank and row hashes are two independent streams derived from the identity and the seed
 //!   (the paper takes high and low bits of one hash; both are allowed by §8.13).
 //! - Estimation: all banks combined, σ̂² clamped at 0 with a flag, a bucket usable only if both
-//!   its rows are, S_B > S_A counted as an anomaly ([`estimator`]). Per-cell differences are
+//!   its rows are, S_B > S_A counted as an anomaly ([`estimator`]); so is a count-matched cell
+//!   whose delay sum is below −count·`max_negative_delay_ns` (an epoch-boundary slip hidden by
+//!   a second slip into the same cell; **our guard**, beyond spec §8.21). Per-cell differences are
 //!   read as signed W-bit numbers (**our choice**; the spec reads them as non-negative) so a
 //!   negative clock offset gives a negative mean rather than a value near 2^W.
 //! - An unsampled total packet counter per point gives exact loss (§8.16; not in the paper).
@@ -53,11 +55,16 @@ pub mod sizing;
 mod state;
 
 #[cfg(test)]
+mod slip_tests;
+#[cfg(test)]
 mod spec_tests;
 #[cfg(test)]
 mod stat_tests;
 
-pub use config::{BankConfig, BankSelect, BankTarget, DEFAULT_ALPHA, LdaConfig, MAX_BANKS, MAX_CELLS};
+pub use config::{
+    BankConfig, BankSelect, BankTarget, DEFAULT_ALPHA, DEFAULT_MAX_NEGATIVE_DELAY_NS, LdaConfig, MAX_BANKS,
+    MAX_CELLS,
+};
 pub use encoding::body_len;
 pub use estimator::{
     BankReport, DEFAULT_CONFIDENCE, LdaEstimateError, LdaReport, estimate, estimate_encoded,

@@ -178,6 +178,7 @@ mod tests {
             ts_bits: 64,
             count_bits: 64,
             seed: 11,
+            max_negative_delay_ns: crate::synopsis::lda::DEFAULT_MAX_NEGATIVE_DELAY_NS,
         };
         cfg.validate().unwrap();
         let (per_bank, unsampled) = counts(&cfg, n);

@@ -186,6 +186,7 @@ fn leading_zero_banks_estimate_as_well() {
             ts_bits: 40,
             count_bits: 32,
             seed: s,
+            max_negative_delay_ns: crate::synopsis::lda::DEFAULT_MAX_NEGATIVE_DELAY_NS,
         })
         .collect();
     let (truth, reports) = run(segment(n, WEIBULL_06, loss, 77), &configs);
