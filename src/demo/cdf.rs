@@ -148,6 +148,7 @@ impl Pictures {
         for p in &self.panels {
             let (lo, hi) = p.range();
             let mut grid = vec![[b' '; COLS]; ROWS + 1];
+            #[allow(clippy::needless_range_loop)] // c is a column index into every row
             for c in 0..COLS {
                 let x = (lo.ln() + (hi.ln() - lo.ln()) * c as f64 / (COLS - 1) as f64).exp();
                 let row = |f: f64| ROWS - (f * ROWS as f64).round().clamp(0.0, ROWS as f64) as usize;

@@ -199,9 +199,10 @@ impl Summary {
             .into_iter()
             .filter(|k| {
                 let n = k.name();
-                !self.segments.iter().any(|r| r.synopsis == n && r.epochs > 0)
-                    && !self.flows.iter().any(|r| r.synopsis == n && r.flows > 0)
-                    && !(n == "fridge" && self.fridge.iter().any(|r| !r.quantiles.is_empty()))
+                let scored = self.segments.iter().any(|r| r.synopsis == n && r.epochs > 0)
+                    || self.flows.iter().any(|r| r.synopsis == n && r.flows > 0)
+                    || (n == "fridge" && self.fridge.iter().any(|r| !r.quantiles.is_empty()));
+                !scored
             })
             .map(|k| k.name())
             .collect()
