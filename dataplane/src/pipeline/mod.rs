@@ -28,8 +28,8 @@ use serde::{Deserialize, Serialize};
 use crate::epoch::{EpochWriter, WriterCounters};
 use crate::packet::{self, FlowKey, Inspection, Measurement, PacketConfig, PacketCounters};
 use crate::synopsis::Synopsis;
-use crate::synopsis::lds::{Lds, LocatedCells};
 use crate::synopsis::fridge::FridgeCarry;
+use crate::synopsis::lds::{Lds, LocatedCells};
 
 /// Most packets one staged burst holds (the worker's largest rx burst).
 pub const MAX_STAGED: usize = 64;
