@@ -107,6 +107,12 @@ enum Failure {
     Runtime(anyhow::Error),
 }
 
+/// Large blocks (the synopses' tables) on transparent huge pages: see
+/// `wirelat_dataplane::dpdk::HugePageAlloc`.
+#[cfg(feature = "dpdk")]
+#[global_allocator]
+static ALLOCATOR: wirelat_dataplane::dpdk::HugePageAlloc = wirelat_dataplane::dpdk::HugePageAlloc;
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

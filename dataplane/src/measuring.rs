@@ -2,8 +2,9 @@
 //! [`Pipeline`] over the burst, then the worker forwards the burst unchanged.
 //!
 //! Per burst, one pass: timestamp and inspect every packet into a [`StagedBurst`] (a fixed
-//! array), prefetch the cache lines the synopses will touch at random (RDA's cache slots), apply
-//! the staged packets to the epoch buffer. No allocation, lock, syscall or log per packet; the
+//! array), locate the staged packets in the synopses and prefetch the cache lines they will
+//! touch at random (RDA's cache slots, LDS's cells and flow-log slots, COLATE's counters),
+//! apply the staged packets to the epoch buffer. No allocation, lock, syscall or log per packet; the
 //! clock costs one TSC read per burst (TSC), one field read per packet (trace, NIC).
 //!
 //! Clocks ([`PacketClock`]):
@@ -127,7 +128,7 @@ impl<'a> MeasuringHook<'a> {
             };
             self.pipeline.stage(&mut self.staged, frame, ts);
         }
-        self.pipeline.prefetch(&self.staged, port, dpdk::prefetch);
+        self.pipeline.prefetch(&mut self.staged, port, dpdk::prefetch);
         let abort = self.abort;
         self.pipeline.apply(port, &self.staged, &mut || {
             std::hint::spin_loop();

@@ -16,6 +16,7 @@
 mod cpu;
 mod eal;
 mod error;
+mod hugealloc;
 mod mbuf;
 mod mempool;
 mod port;
@@ -24,6 +25,7 @@ mod tsc;
 pub use cpu::{prefetch, rdtsc};
 pub use eal::{Eal, LcoreJob, LcoreOutcome};
 pub use error::{DpdkError, RteErrno};
+pub use hugealloc::{HUGE_PAGE_BYTES, HUGE_PAGE_THRESHOLD_BYTES, HugePageAlloc};
 pub use mbuf::{MAX_BURST, MbufBurst, MbufView, PushError, PushedFrame, RxTimestampField};
 pub use mempool::{Mempool, MempoolSettings};
 pub use port::{LinkStatus, Port, PortInfo, PortSettings, PortStats, RxQueue, TxQueue};

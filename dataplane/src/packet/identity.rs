@@ -169,11 +169,23 @@ impl InvariantHeader {
     /// stack frame (the per-packet path).
     #[inline(always)]
     pub fn hashes(&self, payload: &[u8], prefix_len: usize, seed: u64) -> (u64, u64) {
-        let mut buf = [0u8; MAX_INVARIANT_BYTES];
-        let len = self.fill(&mut buf, payload, prefix_len);
-        let [a0, a1, a2, a3, w4, _, _] = self.words;
+        let [a0, a1, a2, a3, w4, w5, w6] = self.words;
         let flow = flow_key_words_hash([a0, a1, a2, a3, w4], seed);
-        let identity = xxh3_64_with_seed(buf.get(..len).unwrap_or_default(), seed);
+        let [p0, p1, p2, p3, p4, p5, p6, p7] = payload_words(payload);
+        let words = [a0, a1, a2, a3, w4, w5, w6, p0, p1, p2, p3, p4, p5, p6, p7];
+        // One monomorphic, fully unrolled hash per prefix length; the prefix is a
+        // configuration constant, so this branch always predicts.
+        let identity = match prefix_len.min(MAX_PAYLOAD_PREFIX_BYTES) / 8 {
+            0 => invariant_words_hash::<7>(&words, seed),
+            1 => invariant_words_hash::<8>(&words, seed),
+            2 => invariant_words_hash::<9>(&words, seed),
+            3 => invariant_words_hash::<10>(&words, seed),
+            4 => invariant_words_hash::<11>(&words, seed),
+            5 => invariant_words_hash::<12>(&words, seed),
+            6 => invariant_words_hash::<13>(&words, seed),
+            7 => invariant_words_hash::<14>(&words, seed),
+            _ => invariant_words_hash::<15>(&words, seed),
+        };
         (flow, identity)
     }
 
@@ -234,6 +246,81 @@ const XXH3_SECRET: [u64; 8] = [
     u64::from_le_bytes([0xb8, 0x08, 0x46, 0x74, 0xf7, 0x43, 0x24, 0x8e]),
     u64::from_le_bytes([0xe0, 0x35, 0x90, 0xe6, 0x81, 0x3a, 0x26, 0x4c]),
 ];
+
+/// Bytes 64–127 of XXH3's default secret, as little-endian words: the rest of what
+/// [`invariant_words_hash`] mixes inputs of 65–128 bytes with.
+const XXH3_SECRET_HI: [u64; 8] = [
+    u64::from_le_bytes([0x3c, 0x28, 0x52, 0xbb, 0x91, 0xc3, 0x00, 0xcb]),
+    u64::from_le_bytes([0x88, 0xd0, 0x65, 0x8b, 0x1b, 0x53, 0x2e, 0xa3]),
+    u64::from_le_bytes([0x71, 0x64, 0x48, 0x97, 0xa2, 0x0d, 0xf9, 0x4e]),
+    u64::from_le_bytes([0x38, 0x19, 0xef, 0x46, 0xa9, 0xde, 0xac, 0xd8]),
+    u64::from_le_bytes([0xa8, 0xfa, 0x76, 0x3f, 0xe3, 0x9c, 0x34, 0x3f]),
+    u64::from_le_bytes([0xf9, 0xdc, 0xbb, 0xc7, 0xc7, 0x0b, 0x4f, 0x1d]),
+    u64::from_le_bytes([0x8a, 0x51, 0xe0, 0x4b, 0xcd, 0xb4, 0x59, 0x31]),
+    u64::from_le_bytes([0xc8, 0x9f, 0x7e, 0xc9, 0xd9, 0x78, 0x73, 0x64]),
+];
+
+/// The first eight payload words (little-endian, wire order), zero past the payload's end: the
+/// payload prefix of the invariant bytes, in registers.
+#[inline(always)]
+fn payload_words(payload: &[u8]) -> [u64; 8] {
+    if let Some(src) = payload.first_chunk::<MAX_PAYLOAD_PREFIX_BYTES>() {
+        // The common case: every word is a plain load.
+        let mut w = [0u64; 8];
+        for (dst, chunk) in w.iter_mut().zip(src.as_chunks::<8>().0) {
+            *dst = u64::from_le_bytes(*chunk);
+        }
+        return w;
+    }
+    // A short payload: whole words, then the partial one zero-padded in a register, then zeros.
+    let rest = payload.len() % 8;
+    let whole = payload.len() / 8;
+    let partial = match payload.len().checked_sub(8).and_then(|at| payload.get(at..)) {
+        _ if rest == 0 => 0,
+        // The last 8 payload bytes, shifted so the `rest` final ones come first.
+        Some(last) => u64::from_le_bytes(last.try_into().unwrap_or_default()) >> (8 * (8 - rest)),
+        None => payload.iter().rev().fold(0u64, |w, b| (w << 8) | u64::from(*b)),
+    };
+    let mut w = [0u64; 8];
+    for (k, dst) in w.iter_mut().enumerate() {
+        *dst = match payload.get(k * 8..k * 8 + 8) {
+            Some(src) => u64::from_le_bytes(src.try_into().unwrap_or_default()),
+            None if k == whole => partial,
+            None => 0,
+        };
+    }
+    w
+}
+
+/// `xxh3_64_with_seed` of the first `N` words of `words` (8·N bytes, 56 ≤ 8·N ≤ 120): XXH3's
+/// 17–128-byte path in registers. Every read XXH3 makes (at 0, 16, 32, 48 and len − 16,
+/// len − 32, len − 48, len − 64) is 8-aligned because the length is a multiple of 8, so each is
+/// a pair of whole words. Equal to the crate's hash of [`InvariantHeader::bytes`] (tested).
+#[inline(always)]
+fn invariant_words_hash<const N: usize>(words: &[u64; 15], seed: u64) -> u64 {
+    const { assert!(N >= 7 && N <= 15) };
+    let w = |i: usize| words.get(i).copied().unwrap_or(0);
+    let [k0, k1, k2, k3, k4, k5, k6, k7] = XXH3_SECRET;
+    let [k8, k9, k10, k11, k12, k13, k14, k15] = XXH3_SECRET_HI;
+    let mut acc = ((8 * N) as u64).wrapping_mul(XXH_PRIME64_1);
+    // Inputs of more than 32 bytes (always here).
+    if N > 8 {
+        if N > 12 {
+            acc = acc.wrapping_add(mix16(w(6), w(7), k12, k13, seed));
+            acc = acc.wrapping_add(mix16(w(N.saturating_sub(8)), w(N - 7), k14, k15, seed));
+        }
+        acc = acc.wrapping_add(mix16(w(4), w(5), k8, k9, seed));
+        acc = acc.wrapping_add(mix16(w(N - 6), w(N - 5), k10, k11, seed));
+    }
+    acc = acc.wrapping_add(mix16(w(2), w(3), k4, k5, seed));
+    acc = acc.wrapping_add(mix16(w(N - 4), w(N - 3), k6, k7, seed));
+    acc = acc.wrapping_add(mix16(w(0), w(1), k0, k1, seed));
+    acc = acc.wrapping_add(mix16(w(N - 2), w(N - 1), k2, k3, seed));
+    // XXH3's avalanche.
+    acc ^= acc >> 37;
+    acc = acc.wrapping_mul(0x1656_6791_9e37_79f9);
+    acc ^ (acc >> 32)
+}
 
 /// XXH64's first prime, XXH3's length multiplier.
 const XXH_PRIME64_1: u64 = 0x9e37_79b1_85eb_ca87;
@@ -382,6 +469,18 @@ mod tests {
         for seed in [0, 1, u64::MAX, 0x7769_7265_6c61_7431] {
             assert_eq!(flow_key_hash(&k, seed), k.hash(seed));
         }
+    }
+
+    #[test]
+    fn register_identity_equals_xxh3_of_the_bytes() {
+        use proptest::prelude::*;
+        proptest!(|(tail in any::<[u8; 16]>(), upper_len in any::<u16>(), seed in any::<u64>(),
+                   payload in proptest::collection::vec(any::<u8>(), 0..100), prefix in 0usize..80)| {
+            let f = FlowKey::new("2001:db8::1".parse().unwrap(), "192.0.2.9".parse().unwrap(), 53, 4000, 17);
+            let h = InvariantHeader::new(&f, upper_len, tail);
+            let b = h.bytes(&payload, prefix);
+            prop_assert_eq!(h.hashes(&payload, prefix, seed), (f.hash(seed), xxh3_64_with_seed(b.as_bytes(), seed)));
+        });
     }
 
     #[test]

@@ -29,6 +29,7 @@ use crate::epoch::{EpochWriter, WriterCounters};
 use crate::packet::{self, FlowKey, Inspection, Measurement, PacketConfig, PacketCounters};
 use crate::synopsis::Synopsis;
 use crate::synopsis::fridge::FridgeCarry;
+use crate::synopsis::lds::{Lds, LocatedCells};
 
 /// Most packets one staged burst holds (the worker's largest rx burst).
 pub const MAX_STAGED: usize = 64;
@@ -45,11 +46,23 @@ pub enum OverrunPolicy {
     Wait,
 }
 
-/// One measured packet of a staged burst.
+/// One measured packet of a staged burst, with where it lands in the synopses whose memory it
+/// touches at random (filled in by [`Pipeline::prefetch`]; `None`: compute it in the update).
 #[derive(Clone, Copy, Debug)]
 struct Staged {
     m: Measurement,
     ts_ns: u64,
+    /// COLATE's [`crate::synopsis::colate::Colate::slot_of`].
+    colate: Option<usize>,
+    /// LDS's [`Lds::locate`].
+    lds: Option<LocatedCells>,
+}
+
+impl Staged {
+    #[inline(always)]
+    const fn new(m: Measurement, ts_ns: u64) -> Self {
+        Self { m, ts_ns, colate: None, lds: None }
+    }
 }
 
 const EMPTY_STAGED: Staged = Staged {
@@ -67,6 +80,8 @@ const EMPTY_STAGED: Staged = Staged {
         exchange: None,
     },
     ts_ns: 0,
+    colate: None,
+    lds: None,
 };
 
 /// The measured packets of one burst, inspected but not yet applied: lets the worker prefetch
@@ -245,7 +260,7 @@ impl Pipeline {
     #[inline]
     pub fn process(&mut self, port: usize, frame: &[u8], ts_ns: u64, wait: &mut impl FnMut() -> bool) {
         if let Inspection::Measured(m) = packet::inspect(frame, &self.packet, &mut self.packets) {
-            self.apply_one(Direction::of_port(port), &Staged { m, ts_ns }, wait);
+            self.apply_one(Direction::of_port(port), &Staged::new(m, ts_ns), wait);
         }
     }
 
@@ -255,7 +270,7 @@ impl Pipeline {
         if let Inspection::Measured(m) = packet::inspect(frame, &self.packet, &mut self.packets)
             && let Some(slot) = staged.items.get_mut(staged.len)
         {
-            *slot = Staged { m, ts_ns };
+            *slot = Staged::new(m, ts_ns);
             staged.len += 1;
         }
     }
@@ -266,14 +281,35 @@ impl Pipeline {
         self.untimed += 1;
     }
 
-    /// Calls `hint` with the addresses the staged packets' updates will touch at random (the
-    /// RDA cache slots of the current epoch), so the caller can prefetch them. Never reads them.
+    /// Locates the staged packets in the synopses whose memory they touch at random (COLATE's
+    /// counter, LDS's cells and flow-log slot, RDA's cache slot, the fridge's slot), keeping COLATE's and LDS's
+    /// locations for [`Pipeline::apply`], and calls `hint` with those addresses in the current
+    /// epoch's buffer so the caller can prefetch them for the whole burst before any update
+    /// waits on one. Never reads them. The locations depend only on the synopses'
+    /// configuration, which every buffer of the ring shares, so they stay right if the burst
+    /// crosses an epoch boundary.
     #[inline]
-    pub fn prefetch(&self, staged: &StagedBurst, port: usize, mut hint: impl FnMut(*const u8)) {
+    pub fn prefetch(&self, staged: &mut StagedBurst, port: usize, mut hint: impl FnMut(*const u8)) {
         let Some(buf) = self.writer.current() else { return };
-        if let Some(rda) = &buf.direction(Direction::of_port(port)).rda {
-            for s in staged.staged() {
+        let dir = buf.direction(Direction::of_port(port));
+        let carry = if buf.fridge.is_some() { self.carry.as_ref() } else { None };
+        let n = staged.len;
+        for s in staged.items.iter_mut().take(n) {
+            if let (Some(c), Some(x)) = (carry, &s.m.exchange)
+                && let Some(p) = c.prefetch_target(x)
+            {
+                hint(p);
+            }
+            if let Some(rda) = &dir.rda {
                 hint(rda.prefetch_target(s.m.identity));
+            }
+            if let Some(lds) = &dir.lds {
+                s.lds = locate_lds(lds, s, &mut hint);
+            }
+            if let Some(colate) = &dir.colate {
+                let slot = colate.slot_of(s.m.flow_hash, s.m.identity, s.ts_ns);
+                hint(colate.slot_ptr(slot));
+                s.colate = Some(slot);
             }
         }
     }
@@ -300,13 +336,19 @@ impl Pipeline {
             x.update(&mut (), &obs);
         }
         if let Some(x) = &mut dir.lds {
-            x.update(&mut (), &obs);
+            match &s.lds {
+                Some(at) => x.update_located(at, &obs),
+                None => x.update(&mut (), &obs),
+            }
         }
         if let Some(x) = &mut dir.rda {
             x.update(&mut (), &obs);
         }
         if let Some(x) = &mut dir.colate {
-            x.update(&mut (), &obs);
+            match s.colate {
+                Some(slot) => x.update_at(slot, s.ts_ns),
+                None => x.update(&mut (), &obs),
+            }
         }
         if let (Some(f), Some(carry)) = (&mut buf.fridge, &mut self.carry) {
             f.update(carry, &obs);
@@ -383,6 +425,17 @@ impl Pipeline {
         st(&shared.overrun_packets, s.overrun_packets);
         st(&shared.waits, s.waits);
     }
+}
+
+/// [`Lds::locate`] of a staged packet, hinting its cells and its flow-log slot.
+#[inline(always)]
+fn locate_lds(lds: &Lds, s: &Staged, hint: &mut impl FnMut(*const u8)) -> Option<LocatedCells> {
+    let at = lds.locate(s.m.flow_hash, s.m.identity)?;
+    for &i in at.indices() {
+        hint(lds.cell_ptr(i));
+    }
+    hint(lds.flow_log_ptr(s.m.flow_hash));
+    Some(at)
 }
 
 #[cfg(test)]

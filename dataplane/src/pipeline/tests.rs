@@ -278,7 +278,7 @@ fn staged_bursts_equal_packet_by_packet_processing() {
             p.stage(&mut staged, &packets[i].2, packets[i].1);
             i += 1;
         }
-        p.prefetch(&staged, port, |ptr| {
+        p.prefetch(&mut staged, port, |ptr| {
             assert!(!ptr.is_null());
             hints += 1;
         });

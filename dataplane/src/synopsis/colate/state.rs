@@ -49,6 +49,28 @@ impl Colate {
     /// (the packet count sits beside the sum); the totals are register-resident in a burst loop.
     #[inline]
     pub fn update_raw(&mut self, flow_hash: u64, identity: u64, ts_ns: u64) {
+        self.update_at(self.slot_of(flow_hash, identity, ts_ns), ts_ns);
+    }
+
+    /// Where a packet's add lands (the index of its cell's first word): a function of the
+    /// configuration and the packet only, so a worker computes it once per packet in its
+    /// staging pass, prefetches [`Colate::slot_ptr`], then calls [`Colate::update_at`] on any
+    /// vector of the same configuration.
+    #[inline(always)]
+    pub fn slot_of(&self, flow_hash: u64, identity: u64, ts_ns: u64) -> usize {
+        self.map.packet_cell(flow_hash, identity, ts_ns) * self.stride
+    }
+
+    /// Address of the cell at `slot` (a prefetch hint; never dereferenced here).
+    #[inline(always)]
+    pub fn slot_ptr(&self, slot: usize) -> *const u8 {
+        self.cells.as_ptr().wrapping_add(slot).cast()
+    }
+
+    /// [`Colate::update_raw`] for a packet whose slot [`Colate::slot_of`] already computed
+    /// (on a vector of the same configuration): the same result.
+    #[inline]
+    pub fn update_at(&mut self, base: usize, ts_ns: u64) {
         let Some(rel) = ts_ns.checked_sub(self.cfg.origin_ns) else {
             self.skipped += 1;
             return;
@@ -57,7 +79,6 @@ impl Colate {
             None => rel,
             Some(d) => rel / d,
         };
-        let base = self.map.packet_cell(flow_hash, identity, ts_ns) * self.stride;
         if let Some(c) = self.cells.get_mut(base) {
             *c = c.wrapping_add(tick);
         }

@@ -60,7 +60,7 @@ pub use report::{FridgeReport, estimate};
 pub use set::{FridgeSet, Located, RequestOutcome, ResponseOutcome, Sample};
 pub use subset::{IpPrefix, SubsetMatcher};
 
-use crate::packet::{ExchangeKind, Role};
+use crate::packet::{Exchange, ExchangeKind, Role};
 use crate::synopsis::codec::{DecodeError, Reader, Writer};
 use crate::synopsis::hash::derive;
 use crate::synopsis::{ConfigError, MergeError, Observation, Synopsis, SynopsisConfig};
@@ -103,6 +103,13 @@ impl FridgeCarry {
     /// The fridge set of `kind`, if it is measured.
     pub fn set(&self, kind: ExchangeKind) -> Option<&FridgeSet> {
         self.sets.get(usize::from(self.kind_index[kind_ordinal(kind)]))
+    }
+
+    /// Address of the slot a request or response touches (a prefetch hint for the worker's
+    /// staging pass; never dereferenced here).
+    #[inline(always)]
+    pub fn prefetch_target(&self, exchange: &Exchange) -> Option<*const u8> {
+        self.set(exchange.kind)?.prefetch_target(exchange.id)
     }
 }
 

@@ -217,6 +217,14 @@ impl FridgeSet {
         Some(Located { fridge: k as u8, index: index as u32, sig })
     }
 
+    /// Address of the slot pairing id `id` maps to, if any (a prefetch hint; never
+    /// dereferenced here).
+    #[inline(always)]
+    pub fn prefetch_target(&self, id: u64) -> Option<*const u8> {
+        let loc = self.locate(id)?;
+        Some(self.tables.get(usize::from(loc.fridge))?.slot_ptr(loc.index as usize))
+    }
+
     /// A request with pairing id `id` seen at `ts_ns`. Returns what it did and the time since
     /// the previous request.
     #[inline]

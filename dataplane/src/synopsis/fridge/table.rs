@@ -61,6 +61,12 @@ impl FridgeTable {
         self.slots.iter().filter(|s| s.sig != 0).count()
     }
 
+    /// Address of slot `index` (a prefetch hint; never dereferenced here).
+    #[inline(always)]
+    pub fn slot_ptr(&self, index: usize) -> *const u8 {
+        self.slots.as_ptr().wrapping_add(index).cast()
+    }
+
     /// Counts one insertion and returns the new counter value (store it with the request).
     #[inline]
     pub fn count_insertion(&mut self) -> u64 {

@@ -57,5 +57,5 @@ pub use estimator::{
     sort_by_packets, top_by_packets,
 };
 pub use flows::{FlowEntry, FlowSet};
-pub use sketch::Lds;
+pub use sketch::{Lds, LocatedCells, MAX_LOCATED_ROWS};
 pub use weights::{IpPrefix, PortRange, WeightPolicy, WeightRule};

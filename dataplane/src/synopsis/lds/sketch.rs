@@ -13,6 +13,25 @@ use crate::packet::FlowKey;
 use crate::synopsis::codec::{DecodeError, Reader, Writer};
 use crate::synopsis::{ConfigError, MergeError, Observation, Synopsis, SynopsisConfig};
 
+/// Most rows [`Lds::locate`] handles (larger sketches update through [`Lds::update_raw`]).
+pub const MAX_LOCATED_ROWS: usize = 8;
+
+/// The cells one packet updates in a sketch, computed ahead of the update ([`Lds::locate`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LocatedCells {
+    /// Row-major cell indices, the first `len` in use.
+    cells: [u32; MAX_LOCATED_ROWS],
+    len: u8,
+    digest: u32,
+}
+
+impl LocatedCells {
+    /// The cells' row-major indices.
+    pub fn indices(&self) -> &[u32] {
+        self.cells.get(..usize::from(self.len)).unwrap_or_default()
+    }
+}
+
 /// A Lossy Difference Sketch of one point for one epoch.
 #[derive(Clone, Debug)]
 pub struct Lds {
@@ -83,6 +102,64 @@ impl Lds {
         }
     }
 
+    /// The cells a packet updates (the same ones, in the same order, as
+    /// [`Lds::update_raw`]), or `None` when the sketch has more than [`MAX_LOCATED_ROWS`]
+    /// rows. A function of the configuration and the packet only: a worker computes it once per
+    /// packet in its staging pass, prefetches [`Lds::cell_ptr`] of each, then applies it with
+    /// [`Lds::update_located`] to any sketch of the same configuration.
+    #[inline(always)]
+    pub fn locate(&self, flow_hash: u64, identity: u64) -> Option<LocatedCells> {
+        let addr = &self.addr;
+        if addr.rows.len() > MAX_LOCATED_ROWS {
+            return None;
+        }
+        let ph = addr.packet_hash(identity);
+        let shared = offset_from_low_bits(ph, addr.k);
+        let mut out = LocatedCells { cells: [0; MAX_LOCATED_ROWS], len: 0, digest: Addressing::digest(ph) };
+        for row in &addr.rows {
+            if !addr.sampled(row, identity) {
+                continue;
+            }
+            let col = addr.column(addr.base(row, flow_hash), addr.offset(row, identity, shared));
+            if let Some(slot) = out.cells.get_mut(usize::from(out.len)) {
+                // Below MAX_CELLS = 2^26 (validated), so it fits.
+                *slot = (row.start + col as usize) as u32;
+                out.len += 1;
+            }
+        }
+        Some(out)
+    }
+
+    /// Address of cell `index` (row-major; a prefetch hint, never dereferenced here).
+    #[inline(always)]
+    pub fn cell_ptr(&self, index: u32) -> *const u8 {
+        self.cells.as_ptr().wrapping_add(index as usize).cast()
+    }
+
+    /// The flow log's slot for `flow_hash` (a prefetch hint, never dereferenced here).
+    #[inline(always)]
+    pub fn flow_log_ptr(&self, flow_hash: u64) -> *const u8 {
+        self.flows.slot_ptr(flow_hash)
+    }
+
+    /// [`Synopsis::update`] for a packet located with [`Lds::locate`] (on a sketch of the same
+    /// configuration): the same result, without recomputing the packet's cells.
+    #[inline]
+    pub fn update_located(&mut self, at: &LocatedCells, obs: &Observation<'_>) {
+        let weight = self.weight_for(obs.flow);
+        for &i in at.cells.get(..usize::from(at.len)).unwrap_or_default() {
+            if let Some(c) = self.cells.get_mut(i as usize) {
+                c.add(obs.ts_ns, weight, at.digest);
+            }
+        }
+        self.flows.record(obs.flow, obs.flow_hash);
+    }
+
+    #[inline(always)]
+    fn weight_for(&self, flow: &FlowKey) -> u32 {
+        if self.weights.is_uniform() { self.cfg.weights.default_weight } else { self.weights.weight_of(flow) }
+    }
+
     /// The cells (row, column) a packet lands in: one per row that samples it.
     pub fn cells_of_packet(&self, flow_hash: u64, identity: u64) -> impl Iterator<Item = (usize, u64)> + '_ {
         let addr = &self.addr;
@@ -125,11 +202,7 @@ impl Synopsis for Lds {
 
     #[inline]
     fn update(&mut self, _carry: &mut (), obs: &Observation<'_>) {
-        let weight = if self.weights.is_uniform() {
-            self.cfg.weights.default_weight
-        } else {
-            self.weights.weight_of(obs.flow)
-        };
+        let weight = self.weight_for(obs.flow);
         self.update_raw(obs.flow_hash, obs.identity, obs.ts_ns, weight);
         self.flows.record(obs.flow, obs.flow_hash);
     }
