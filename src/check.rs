@@ -105,6 +105,11 @@ pub fn run(args: &CheckArgs) -> Result<(), Failure> {
             print!("{}", report.render_text());
         }
     }
+    verdict(&report)
+}
+
+/// Ok when every bound held; otherwise a runtime failure (exit 1) saying how many did not.
+pub fn verdict(report: &Report) -> Result<(), Failure> {
     if report.pass {
         Ok(())
     } else {

@@ -176,15 +176,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
             summary.missing().join(", ")
         )));
     }
-    if report.pass {
-        Ok(())
-    } else {
-        let failed = report.checks.iter().filter(|c| !c.pass).count();
-        Err(Failure::Runtime(anyhow::anyhow!(
-            "accuracy check failed: {failed} of {} bounds exceeded",
-            report.checks.len()
-        )))
-    }
+    check::verdict(&report)
 }
 
 /// The `gen-trace` arguments the demo's flags stand for.

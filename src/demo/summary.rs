@@ -85,15 +85,6 @@ pub struct Summary {
     pub fridge: Vec<FridgeRow>,
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    Some(v[(v.len() - 1) / 2])
-}
-
 /// (lost, sent) summed from the records' `loss` objects per (synopsis, direction).
 fn record_losses(records: &str) -> BTreeMap<(String, String), (u64, u64)> {
     let mut out = BTreeMap::new();
@@ -161,7 +152,7 @@ impl Summary {
                     epoch_mean_rel_err_max: g.mean_rel_err.max,
                     true_sd_ns: true_sd,
                     est_sd_ns: (!sds.is_empty()).then(|| sds.iter().sum::<f64>() / sds.len() as f64),
-                    epoch_sd_rel_err_median: median(g.epochs.iter().filter_map(|e| e.std_rel_err).collect()),
+                    epoch_sd_rel_err_median: (g.std_rel_err.n > 0).then_some(g.std_rel_err.median),
                     true_loss,
                     est_loss,
                 }
