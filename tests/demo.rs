@@ -13,7 +13,7 @@ mod common;
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 
@@ -91,15 +91,8 @@ fn demo_estimates_are_within_every_synopsis_bound() {
         .unwrap()
         .replace(&toml_str(&records), &toml_str(&records2));
     std::fs::write(offline.join("collector.toml"), collector).unwrap();
-    let peer_log = offline.join("collector.log");
-    let mut peer = wirelat()
-        .args(["collect", "--config"])
-        .arg(offline.join("collector.toml"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&peer_log).unwrap())
-        .spawn()
-        .expect("start wirelat collect");
-    let addr = listening_address(&peer_log);
+    let peer = Collector::start(&offline.join("collector.toml"));
+    let addr = peer.addr;
     let mut points = Vec::new();
     for p in ["a", "b"] {
         let original = std::fs::read_to_string(out.join(format!("{p}.toml"))).unwrap();
@@ -127,9 +120,7 @@ fn demo_estimates_are_within_every_synopsis_bound() {
         let run = wait_with_timeout(child, DEMO_TIMEOUT);
         assert!(run.status.success(), "offline point failed: {}", describe(&run));
     }
-    let pid = rustix::process::Pid::from_raw(peer.id() as i32).expect("a pid");
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM the peer");
-    assert!(peer.wait().expect("wait for the peer").success());
+    peer.stop();
     let appliance = scoring_records(&records);
     let pure = scoring_records(&records2);
     assert!(appliance.len() > 1000, "{} records", appliance.len());
@@ -142,19 +133,6 @@ fn demo_estimates_are_within_every_synopsis_bound() {
 /// A path as the TOML string the demo wrote for it.
 fn toml_str(p: &Path) -> String {
     toml::Value::String(p.display().to_string()).to_string()
-}
-
-/// Waits for `wirelat collect: listening on ADDR` in the peer's log.
-fn listening_address(log: &Path) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        if let Some(rest) = text.lines().find_map(|l| l.split("listening on ").nth(1)) {
-            return rest.split_whitespace().next().unwrap().to_string();
-        }
-        assert!(Instant::now() < deadline, "the peer did not start: {text}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// The scoring records of a records file (estimates, epochs, flows, quantiles), in a canonical

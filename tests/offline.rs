@@ -5,11 +5,8 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use common::*;
 use wirelat_dataplane::sim::{DelayModel, LossModel};
@@ -226,68 +223,6 @@ fn offline_reports_bad_input_clearly() {
         .expect("run");
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("epochs.length_ms"), "{}", describe(&output));
-}
-
-/// A running `wirelat collect` and what it logged.
-struct Collector {
-    child: Child,
-    addr: String,
-    log: Arc<Mutex<String>>,
-}
-
-impl Collector {
-    fn start(config: &Path) -> Collector {
-        let mut child = wirelat()
-            .args(["collect", "--config"])
-            .arg(config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start wirelat collect");
-        let log = Arc::new(Mutex::new(String::new()));
-        let (err, into) = (child.stderr.take().expect("stderr"), log.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                let mut l = into.lock().expect("log");
-                l.push_str(&line);
-                l.push('\n');
-            }
-        });
-        let started = Instant::now();
-        loop {
-            let text = log.lock().expect("log").clone();
-            if let Some(addr) =
-                text.lines().find_map(|l| l.split_once("listening on ").map(|(_, a)| a.trim()))
-            {
-                return Collector { addr: addr.to_owned(), child, log };
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("wirelat collect exited ({status}) before listening:\n{text}");
-            }
-            assert!(started.elapsed() < RUN_TIMEOUT, "collector did not start:\n{text}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGTERM, then the log once it exited cleanly.
-    fn stop(mut self) -> String {
-        let pid = self.child.id().to_string();
-        let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
-        let started = Instant::now();
-        loop {
-            let log = self.log.lock().expect("log").clone();
-            if let Ok(Some(status)) = self.child.try_wait() {
-                assert!(status.success(), "collector exit {status}:\n{log}");
-                return log;
-            }
-            if started.elapsed() > RUN_TIMEOUT {
-                let _ = self.child.kill();
-                panic!("collector did not stop on SIGTERM:\n{log}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
 }
 
 #[test]

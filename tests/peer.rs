@@ -9,11 +9,10 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wirelat_control::auth::PreSharedKey;
 use wirelat_control::conn;
@@ -171,100 +170,34 @@ close_timeout_ms = 30000
     p
 }
 
-/// A running `wirelat collect`.
-struct Collector {
-    child: Child,
-    addr: SocketAddr,
-    metrics: SocketAddr,
-    stderr: Arc<Mutex<String>>,
+/// The collector's Prometheus endpoint (these tests configure `metrics_listen`).
+trait Metrics {
+    fn metrics(&mut self) -> String;
+    /// The value of one series (0 when absent).
+    fn metric(&mut self, series: &str) -> f64;
 }
 
-impl Collector {
-    fn start(config: &Path) -> Collector {
-        let mut child = wirelat()
-            .args(["collect", "--config"])
-            .arg(config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start wirelat collect");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let err = child.stderr.take().expect("stderr");
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                let mut s = sink.lock().unwrap();
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
-        let started = Instant::now();
-        loop {
-            let text = stderr.lock().unwrap().clone();
-            let find = |tag: &str| {
-                text.lines().find_map(|l| {
-                    l.split_once(tag).map(|(_, a)| a.trim().trim_end_matches("/metrics").to_owned())
-                })
-            };
-            if let (Some(a), Some(m)) = (find("listening on "), find("metrics on http://")) {
-                return Collector {
-                    child,
-                    addr: a.parse().expect("addr"),
-                    metrics: m.parse().expect("metrics addr"),
-                    stderr,
-                };
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("wirelat collect exited ({status}) before listening:\n{text}");
-            }
-            assert!(started.elapsed() < Duration::from_secs(30), "collector did not start:\n{text}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn log(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    fn metrics(&self) -> String {
-        let mut s = TcpStream::connect(self.metrics).expect("metrics connect");
+impl Metrics for Collector {
+    fn metrics(&mut self) -> String {
+        let addr: SocketAddr = self
+            .wait_for_line("metrics on http://")
+            .trim_end_matches("/metrics")
+            .parse()
+            .expect("metrics addr");
+        let mut s = TcpStream::connect(addr).expect("metrics connect");
         write!(s, "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
         let mut r = String::new();
         s.read_to_string(&mut r).unwrap();
         r
     }
 
-    /// The value of one series (0 when absent).
-    fn metric(&self, series: &str) -> f64 {
+    fn metric(&mut self, series: &str) -> f64 {
         self.metrics()
             .lines()
             .find_map(|l| {
                 l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')).and_then(|v| v.trim().parse().ok())
             })
             .unwrap_or(0.0)
-    }
-
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// SIGTERM and wait for a clean exit.
-    fn stop(mut self) -> String {
-        let _ = std::process::Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
-        let started = Instant::now();
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                assert!(status.success(), "collector exit {status}:\n{}", self.log());
-                return self.log();
-            }
-            if started.elapsed() > Duration::from_secs(20) {
-                let _ = self.child.kill();
-                panic!("collector did not stop on SIGTERM:\n{}", self.log());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
 }
 
@@ -497,7 +430,7 @@ fn harvests(t: &SimTraffic) -> [Vec<Harvest>; 2] {
 fn collector_estimates_equal_the_estimators_on_the_same_synopses() {
     let dir = scratch();
     let t = traffic(8);
-    let c = Collector::start(&collector_toml(dir.path(), "127.0.0.1:0", ""));
+    let mut c = Collector::start(&collector_toml(dir.path(), "127.0.0.1:0", ""));
     let a = sim_point(&point_toml(dir.path(), "a", c.addr, &t, ""), &["--pace-ms", "10"]);
     let b = sim_point(&point_toml(dir.path(), "b", c.addr, &t, ""), &["--pace-ms", "10"]);
     let (oa, ob) = (finish(a, "point a"), finish(b, "point b"));
@@ -566,7 +499,7 @@ fn a_killed_and_restarted_peer_loses_no_epoch_and_duplicates_none() {
 fn a_point_restarted_mid_run_resumes_from_its_spill_directory() {
     let dir = scratch();
     let t = traffic(10);
-    let c = Collector::start(&collector_toml(dir.path(), "127.0.0.1:0", ""));
+    let mut c = Collector::start(&collector_toml(dir.path(), "127.0.0.1:0", ""));
     let spill = dir.path().join("spill-a");
     let extra = format!("spill_dir = \"{}\"\nspill_all = true", spill.display());
     let pa = point_toml(dir.path(), "a", c.addr, &t, &extra);
@@ -621,7 +554,7 @@ fn assert_closed(r: &mut conn::FrameReader) -> String {
 fn bad_keys_frames_and_configurations_are_refused_and_the_peer_keeps_serving() {
     let dir = scratch();
     let t = traffic(6);
-    let c = Collector::start(&collector_toml(dir.path(), "127.0.0.1:0", "max_body_bytes = 1048576"));
+    let mut c = Collector::start(&collector_toml(dir.path(), "127.0.0.1:0", "max_body_bytes = 1048576"));
     let psk = PreSharedKey::from_hex(KEY).unwrap();
     let hello = Hello { point: 1, watermark: 0, fingerprints: synopses().fingerprints() };
     let key = MessageKey { point: 1, segment: SEGMENTS.forward, epoch: 5, kind: SynopsisKind::Lda };

@@ -126,3 +126,85 @@ pub fn assert_same_frames(actual: &[Vec<u8>], expected: &[Vec<u8>], what: &str) 
     }
     assert_eq!(actual.len(), expected.len(), "{what}: frame count");
 }
+
+/// A running `wirelat collect` (its stderr collected in the background), for the tests that
+/// ship epochs to a peer.
+pub struct Collector {
+    child: Child,
+    /// The address it listens on for points.
+    pub addr: std::net::SocketAddr,
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Collector {
+    /// Starts `wirelat collect --config <config>` and waits until it listens.
+    pub fn start(config: &Path) -> Collector {
+        use std::io::BufRead;
+        let mut child = wirelat()
+            .args(["collect", "--config"])
+            .arg(config)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start wirelat collect");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (err, into) = (child.stderr.take().expect("stderr"), log.clone());
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                let mut l = into.lock().expect("log");
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let mut c = Collector { child, addr: ([0, 0, 0, 0], 0).into(), log };
+        c.addr = c.wait_for_line("listening on ").parse().expect("the peer's address");
+        c
+    }
+
+    /// What follows `tag` on the first log line that has it, waiting for it (panics when the
+    /// peer exits first or after [`RUN_TIMEOUT`]).
+    pub fn wait_for_line(&mut self, tag: &str) -> String {
+        let started = Instant::now();
+        loop {
+            let text = self.log();
+            if let Some(rest) = text.lines().find_map(|l| l.split_once(tag).map(|(_, a)| a.trim().to_owned()))
+            {
+                return rest;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("wirelat collect exited ({status}) before logging {tag:?}:\n{text}");
+            }
+            assert!(started.elapsed() < RUN_TIMEOUT, "collector never logged {tag:?}:\n{text}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Its stderr so far.
+    pub fn log(&self) -> String {
+        self.log.lock().expect("log").clone()
+    }
+
+    /// SIGKILL (a crash).
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then its log once it exited cleanly.
+    pub fn stop(mut self) -> String {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                assert!(status.success(), "collector exit {status}:\n{}", self.log());
+                return self.log();
+            }
+            if started.elapsed() > RUN_TIMEOUT {
+                let _ = self.child.kill();
+                panic!("collector did not stop on SIGTERM:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
