@@ -30,6 +30,7 @@ use super::config::ClassifierConfig;
 use super::dns::{DnsHeader, HEADER_LEN as DNS_HEADER_LEN};
 use super::exchange::{Exchange, ExchangeKind, Role};
 use super::flow::{FLOW_KEY_BYTES, FlowKey};
+use super::identity::{PAIRING_INPUT_BYTES, pairing_words_hash};
 use super::tcp::{TcpSegment, flags};
 use super::udp::UdpDatagram;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
@@ -43,10 +44,17 @@ const fn kind_tag(kind: ExchangeKind) -> u8 {
     }
 }
 
-/// The pairing id of an exchange of `kind` whose request travels on `request_flow`.
-#[inline(never)]
+/// The pairing id of an exchange of `kind` whose request travels on `request_flow` (computed
+/// in registers, [`pairing_words_hash`]; [`pairing_id_bytes`] is the same value the plain way).
+#[inline(always)]
 pub fn pairing_id(kind: ExchangeKind, request_flow: &FlowKey, value: u32, seed: u64) -> u64 {
-    let mut b = [0u8; 1 + FLOW_KEY_BYTES + 4];
+    pairing_words_hash(kind_tag(kind), request_flow, value, seed)
+}
+
+/// [`pairing_id`] over its 43 input bytes with the xxh3 crate: the definition, for tests and
+/// tools.
+pub fn pairing_id_bytes(kind: ExchangeKind, request_flow: &FlowKey, value: u32, seed: u64) -> u64 {
+    let mut b = [0u8; PAIRING_INPUT_BYTES];
     let (tag, rest) = b.split_at_mut(1);
     let (key, val) = rest.split_at_mut(FLOW_KEY_BYTES);
     tag.copy_from_slice(&[kind_tag(kind)]);

@@ -282,12 +282,14 @@ impl Pipeline {
     }
 
     /// Locates the staged packets in the synopses whose memory they touch at random (COLATE's
-    /// counter, LDS's cells and flow-log slot, RDA's cache slot, the fridge's slot), keeping COLATE's and LDS's
+    /// counter, LDS's cells and flow-log slot, the fridge's slot), keeping COLATE's and LDS's
     /// locations for [`Pipeline::apply`], and calls `hint` with those addresses in the current
     /// epoch's buffer so the caller can prefetch them for the whole burst before any update
     /// waits on one. Never reads them. The locations depend only on the synopses'
     /// configuration, which every buffer of the ring shares, so they stay right if the burst
-    /// crosses an epoch boundary.
+    /// crosses an epoch boundary. RDA appends to its log (sequential) and is not hinted:
+    /// hinting its bank buckets too measured slower, the hints already keep as many misses in
+    /// flight as the core takes.
     #[inline]
     pub fn prefetch(&self, staged: &mut StagedBurst, port: usize, mut hint: impl FnMut(*const u8)) {
         let Some(buf) = self.writer.current() else { return };
@@ -300,11 +302,8 @@ impl Pipeline {
             {
                 hint(p);
             }
-            if let Some(rda) = &dir.rda {
-                hint(rda.prefetch_target(s.m.identity));
-            }
             if let Some(lds) = &dir.lds {
-                s.lds = locate_lds(lds, s, &mut hint);
+                locate_lds(lds, s, &mut hint);
             }
             if let Some(colate) = &dir.colate {
                 let slot = colate.slot_of(s.m.flow_hash, s.m.identity, s.ts_ns);
@@ -342,7 +341,8 @@ impl Pipeline {
             }
         }
         if let Some(x) = &mut dir.rda {
-            x.update(&mut (), &obs);
+            // Logged, not filed into the cache: the control thread's merge files it.
+            x.update_logged(s.m.identity, s.m.flow_hash, s.ts_ns);
         }
         if let Some(x) = &mut dir.colate {
             match s.colate {
@@ -427,15 +427,20 @@ impl Pipeline {
     }
 }
 
-/// [`Lds::locate`] of a staged packet, hinting its cells and its flow-log slot.
+/// [`Lds::locate_into`] of a staged packet, in place in `s.lds`, hinting its cells and its
+/// flow-log slot.
 #[inline(always)]
-fn locate_lds(lds: &Lds, s: &Staged, hint: &mut impl FnMut(*const u8)) -> Option<LocatedCells> {
-    let at = lds.locate(s.m.flow_hash, s.m.identity)?;
+fn locate_lds(lds: &Lds, s: &mut Staged, hint: &mut impl FnMut(*const u8)) {
+    let (flow_hash, identity) = (s.m.flow_hash, s.m.identity);
+    let at = s.lds.insert(LocatedCells::EMPTY);
+    if !lds.locate_into(flow_hash, identity, at) {
+        s.lds = None;
+        return;
+    }
     for &i in at.indices() {
         hint(lds.cell_ptr(i));
     }
-    hint(lds.flow_log_ptr(s.m.flow_hash));
-    Some(at)
+    hint(lds.flow_log_ptr(flow_hash));
 }
 
 #[cfg(test)]

@@ -26,6 +26,9 @@ pub struct LocatedCells {
 }
 
 impl LocatedCells {
+    /// No cells.
+    pub const EMPTY: Self = Self { cells: [0; MAX_LOCATED_ROWS], len: 0, digest: 0 };
+
     /// The cells' row-major indices.
     pub fn indices(&self) -> &[u32] {
         self.cells.get(..usize::from(self.len)).unwrap_or_default()
@@ -109,13 +112,24 @@ impl Lds {
     /// [`Lds::update_located`] to any sketch of the same configuration.
     #[inline(always)]
     pub fn locate(&self, flow_hash: u64, identity: u64) -> Option<LocatedCells> {
+        let mut out = LocatedCells::EMPTY;
+        self.locate_into(flow_hash, identity, &mut out).then_some(out)
+    }
+
+    /// [`Lds::locate`] written into `out` in place (false, `out` unspecified: too many rows).
+    /// The worker's staging pass uses this form: building the cells in a local and copying
+    /// the struct into the staged burst read them back with wide loads over the narrow stores
+    /// that had just written them, a store-forwarding stall on every packet.
+    #[inline(always)]
+    pub fn locate_into(&self, flow_hash: u64, identity: u64, out: &mut LocatedCells) -> bool {
         let addr = &self.addr;
         if addr.rows.len() > MAX_LOCATED_ROWS {
-            return None;
+            return false;
         }
         let ph = addr.packet_hash(identity);
         let shared = offset_from_low_bits(ph, addr.k);
-        let mut out = LocatedCells { cells: [0; MAX_LOCATED_ROWS], len: 0, digest: Addressing::digest(ph) };
+        out.len = 0;
+        out.digest = Addressing::digest(ph);
         for row in &addr.rows {
             if !addr.sampled(row, identity) {
                 continue;
@@ -127,7 +141,7 @@ impl Lds {
                 out.len += 1;
             }
         }
-        Some(out)
+        true
     }
 
     /// Address of cell `index` (row-major; a prefetch hint, never dereferenced here).

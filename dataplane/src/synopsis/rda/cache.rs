@@ -1,9 +1,13 @@
 //! The per-epoch ID → timestamp cache each point keeps (spec §3.2, §6.4), and the
 //! [`TimestampSource`] look-up the reconciliation needs from the other point.
 //!
-//! A preallocated open-addressing table (linear probing, power-of-two slots, load ≤ 3/4): an
-//! insert never allocates; beyond `capacity` distinct ids it answers [`CacheInsert::Full`] and
-//! the caller counts the packet. A repeated id is a duplicate (P14): the cache keeps the
+//! An open-addressing table (linear probing, power-of-two slots, load ≤ 3/4), allocated whole
+//! by the first insert and kept across [`TimestampCache::clear`]: later inserts never
+//! allocate; beyond `capacity` distinct ids an insert answers [`CacheInsert::Full`] and the
+//! caller counts the packet. (Allocated on first use because a worker's shard never inserts:
+//! workers log packets, [`super::log::PacketLog`], and the control thread files them into the
+//! merged cache; an unused table in every buffer of every worker's ring would be wasted
+//! memory.) A repeated id is a duplicate (P14): the cache keeps the
 //! earliest timestamp, so the kept copy does not depend on the order in which shards or
 //! packets arrive. Id 0 marks an empty slot (packet ids are never 0, see `banks::packet_id`).
 //! No I/O; the hot path neither allocates nor panics.
@@ -44,6 +48,7 @@ pub trait TimestampSource {
 /// Fixed-capacity open-addressing map from packet id to the timestamp (ns) this point saw it.
 #[derive(Clone, Debug)]
 pub struct TimestampCache {
+    /// Empty until the first insert, then `mask + 1` slots.
     slots: Vec<Slot>,
     mask: usize,
     key: u64,
@@ -52,13 +57,14 @@ pub struct TimestampCache {
 }
 
 impl TimestampCache {
-    /// A cache for at most `capacity` ids (at least 1); `seed` keys the slot hash. Allocates
-    /// the whole table (16 B per slot, ≥ 4/3 · capacity slots, a power of two).
+    /// A cache for at most `capacity` ids (at least 1); `seed` keys the slot hash. The table
+    /// (16 B per slot, ≥ 4/3 · capacity slots, a power of two) is allocated by the first
+    /// insert.
     pub fn new(capacity: usize, seed: u64) -> Self {
         let capacity = capacity.max(1);
         let want = capacity.saturating_add(capacity / 3).saturating_add(1);
         let n = want.checked_next_power_of_two().unwrap_or(1 << 62).max(2);
-        Self { slots: vec![Slot::default(); n], mask: n - 1, key: mix64(seed), capacity, len: 0 }
+        Self { slots: Vec::new(), mask: n - 1, key: mix64(seed), capacity, len: 0 }
     }
 
     /// The most ids this cache holds.
@@ -76,9 +82,9 @@ impl TimestampCache {
         self.len == 0
     }
 
-    /// Bytes of the slot table.
+    /// Bytes of the slot table (whether or not it is allocated yet).
     pub fn table_bytes(&self) -> usize {
-        self.slots.len() * std::mem::size_of::<Slot>()
+        (self.mask + 1) * std::mem::size_of::<Slot>()
     }
 
     #[inline(always)]
@@ -92,9 +98,12 @@ impl TimestampCache {
         self.slots.as_ptr().wrapping_add(self.home(id)).cast()
     }
 
-    /// Caches `id` (≠ 0) seen at `ts_ns`. Never allocates.
+    /// Caches `id` (≠ 0) seen at `ts_ns`. Allocates the table on the first call only.
     #[inline]
     pub fn insert(&mut self, id: u64, ts_ns: u64) -> CacheInsert {
+        if self.slots.is_empty() {
+            self.allocate();
+        }
         let mut i = self.home(id);
         // The table always has an empty slot (load ≤ 3/4), so the probe ends; the bound only
         // guards against a corrupted table.
@@ -118,6 +127,19 @@ impl TimestampCache {
             i = (i + 1) & self.mask;
         }
         CacheInsert::Full
+    }
+
+    /// Allocates the table now if no insert has yet (control thread; a no-op afterwards).
+    pub fn reserve(&mut self) {
+        if self.slots.is_empty() {
+            self.allocate();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn allocate(&mut self) {
+        self.slots = vec![Slot::default(); self.mask + 1];
     }
 
     /// The timestamp cached for `id`.

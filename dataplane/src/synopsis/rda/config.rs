@@ -112,7 +112,8 @@ pub struct RdaConfig {
     /// Online (fixed m) or late binding (m chosen at epoch end).
     pub binding: Binding,
     /// Most distinct packet ids the per-epoch timestamp cache holds at this point (after
-    /// sampling). Packets beyond it are counted and left out of both cache and buckets.
+    /// sampling), and most packets (repeats included) a worker's log holds per epoch. Packets
+    /// beyond it are counted and left out of both cache and buckets.
     #[serde(default = "default_cache_capacity")]
     pub cache_capacity: u64,
     /// Probability p of the consistent sampling decision (spec §5.5); 1 keeps every packet.
@@ -157,8 +158,10 @@ impl RdaConfig {
         Self { binding: Binding::late(), ..Self::online(banks, 1, cache_capacity) }
     }
 
-    /// Bytes one shard allocates: the cache's slot table (16 B per slot, the next power of
-    /// two ≥ 4/3 · capacity) plus, online, the k·m buckets (24 B each).
+    /// Most bytes one buffer uses: the cache's slot table (16 B per slot, the next power of
+    /// two ≥ 4/3 · capacity; allocated by the first insert, so in merged and retained
+    /// epochs) plus, online, the k·m buckets (24 B each). A worker's shard fills a log of
+    /// 16 B per packet instead, at most `capacity` packets, which is less than the table.
     pub fn shard_bytes(&self) -> u64 {
         let c = self.cache_capacity.max(1);
         let slots = (c + c / 3 + 1).checked_next_power_of_two().unwrap_or(u64::MAX / 16).max(2);

@@ -17,10 +17,16 @@
 //! fingerprint is checked by every decoder).
 //!
 //! How the runtime and the peer use it, per epoch:
-//! 1. Workers call [`Synopsis::update`] on their shard (and may prefetch
-//!    [`Rda::prefetch_target`] a few packets ahead). No allocation, lock or I/O.
-//! 2. The control thread [`Synopsis::merge`]s the shards (buckets add, caches unite; an id
-//!    seen on two cores is a duplicate and its later copy leaves the merged buckets), then
+//! 1. Workers call [`Rda::update_logged`] on their shard: the packet goes into the banks and
+//!    is appended to the shard's [`PacketLog`] (a sequential store), not into the cache (a
+//!    random miss per packet at line rate). No allocation, lock or I/O.
+//!    ([`Synopsis::update`], the direct path, files each packet into the cache at once; tests,
+//!    simulations and tools use it.)
+//! 2. The control thread [`Synopsis::merge`]s the shards into an empty accumulator: buckets
+//!    add, and every logged packet is filed into the accumulator's cache with the direct
+//!    path's rules (an id already cached is a duplicate: the earliest timestamp stays and the
+//!    later copy is taken out of the banks; past the capacity the packet is taken out and
+//!    counted in `cache_full`), so the result equals the direct path's. It then
 //!    ships [`Synopsis::encode`] (online: counters + bucket array; late binding: counters +
 //!    MinHash signature, computed from the cache: encode before taking the cache). The cache
 //!    is not part of that encoding: the control thread keeps it ([`Rda::take_cache`]) for a
@@ -40,6 +46,7 @@ pub mod cache;
 pub mod config;
 pub mod estimator;
 pub mod late;
+pub mod log;
 pub mod peel;
 pub mod sim;
 pub mod sizing;
@@ -49,12 +56,14 @@ pub use banks::{BUCKET_BYTES, BankHash, Banks, Bucket, packet_id};
 pub use cache::{CacheInsert, TimestampCache, TimestampSource};
 pub use config::{Binding, RdaConfig, SampleKey};
 pub use estimator::{LocalCache, RdaReport, Reconciliation, reconcile};
+pub use log::PacketLog;
 pub use peel::{Difference, PeelGuards, Peeled, Side};
 pub use sizing::{DifferenceEstimate, MinHashSignature};
 
 use crate::synopsis::codec::{DecodeError, Reader, Writer};
 use crate::synopsis::estimate::NoEstimate;
 use crate::synopsis::hash::{Coin, mix64};
+use crate::synopsis::read_hint;
 use crate::synopsis::{ConfigError, MergeError, Observation, Synopsis, SynopsisConfig};
 use serde::{Deserialize, Serialize};
 
@@ -93,6 +102,8 @@ pub struct Rda {
     sample_key: u64,
     banks: Option<Banks>,
     cache: TimestampCache,
+    /// Packets [`Rda::update_logged`] took and no merge has filed into `cache` yet.
+    log: PacketLog,
     counters: RdaCounters,
     /// The signature read from a late-binding encoding (a decoded value has no cache).
     signature: Option<MinHashSignature>,
@@ -105,7 +116,7 @@ fn derive_key(seed: u64) -> u64 {
 }
 
 impl Rda {
-    fn with_parts(cfg: &RdaConfig, cache: TimestampCache, banks: Option<Banks>) -> Self {
+    fn with_parts(cfg: &RdaConfig, cache: TimestampCache, banks: Option<Banks>, log_capacity: usize) -> Self {
         let coin = cfg.coin();
         Self {
             cfg: cfg.clone(),
@@ -113,6 +124,7 @@ impl Rda {
             sample_all: coin.probability() >= 1.0,
             sample_key: derive_key(cfg.sample_seed()),
             banks,
+            log: PacketLog::new(log_capacity),
             cache,
             counters: RdaCounters::default(),
             signature: None,
@@ -154,6 +166,85 @@ impl Rda {
         }
     }
 
+    /// The worker's path: like [`Rda::update_raw`], but the packet is appended to the shard's
+    /// log instead of being filed into the cache (see [`PacketLog`]); `merge` files it. Ids are
+    /// not de-duplicated here, so a repeated id enters the banks twice until the merge takes
+    /// the later copy out. Once the log holds `cache_capacity` packets, further packets are
+    /// counted in `cache_full` and left out of the banks, as the direct path does past the
+    /// capacity (the log counts repeats too, which only matters if the epoch has more
+    /// packets than the cache has room for).
+    #[inline]
+    pub fn update_logged(&mut self, identity: u64, flow_hash: u64, ts_ns: u64) {
+        self.counters.seen += 1;
+        let id = packet_id(identity);
+        if !self.sample_all {
+            let key = match self.cfg.sample_by {
+                SampleKey::Packet => id,
+                SampleKey::Flow => flow_hash,
+            };
+            if !self.coin.accepts(mix64(key ^ self.sample_key)) {
+                self.counters.sampled_out += 1;
+                return;
+            }
+        }
+        if !self.log.push(id, ts_ns) {
+            self.counters.cache_full += 1;
+            return;
+        }
+        if let Some(b) = &mut self.banks {
+            b.insert(id, ts_ns);
+        }
+    }
+
+    /// Files logged packets (whose copies are already in `self`'s banks, put there by this
+    /// shard's `update_logged` or added with its banks by `merge`) into the cache, with the
+    /// direct path's duplicate and capacity rules.
+    fn file_logged(&mut self, logged: &[(u64, u64)]) {
+        // The ids are known in advance: hint the slot a few entries ahead so the misses of the
+        // (table-sized, random) probes overlap instead of following one another.
+        const AHEAD: usize = 16;
+        if !logged.is_empty() && self.cache.is_empty() {
+            // Allocate before taking slot addresses.
+            self.cache.reserve();
+        }
+        for (i, &(id, ts)) in logged.iter().enumerate() {
+            if let Some(&(ahead, _)) = logged.get(i + AHEAD) {
+                read_hint(self.cache.slot_ptr(ahead));
+            }
+            match self.cache.insert(id, ts) {
+                CacheInsert::Inserted => self.counters.cached += 1,
+                CacheInsert::Duplicate { previous_ts_ns } => {
+                    self.counters.duplicates = self.counters.duplicates.saturating_add(1);
+                    if let Some(b) = &mut self.banks {
+                        b.delete(id, ts.max(previous_ts_ns));
+                    }
+                }
+                CacheInsert::Full => {
+                    self.counters.cache_full = self.counters.cache_full.saturating_add(1);
+                    if let Some(b) = &mut self.banks {
+                        b.delete(id, ts);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Files this shard's own log into its cache (control thread; may allocate the cache).
+    pub fn settle(&mut self) {
+        if self.log.is_empty() {
+            return;
+        }
+        let log = std::mem::replace(&mut self.log, PacketLog::new(0));
+        self.file_logged(log.entries());
+        self.log = log;
+        self.log.clear();
+    }
+
+    /// Packets logged by [`Rda::update_logged`] and not filed into the cache yet.
+    pub fn logged(&self) -> usize {
+        self.log.len()
+    }
+
     /// Address of the cache slot `identity` probes first, for the worker to prefetch a few
     /// packets ahead (`rte_prefetch0` in the DPDK layer): with a DRAM-sized cache the update
     /// costs about one cache and TLB miss per packet, which only a real (non-blocking)
@@ -179,8 +270,10 @@ impl Rda {
     }
 
     /// Moves the cache out for retention (to answer the peer's look-ups), leaving an empty
-    /// cache of the same capacity. Allocates: control thread only.
+    /// cache of the same capacity (logged packets are filed first). Allocates: control thread
+    /// only.
     pub fn take_cache(&mut self) -> TimestampCache {
+        self.settle();
         let fresh = TimestampCache::new(self.cfg.cache_capacity as usize, self.cfg.cache_seed());
         std::mem::replace(&mut self.cache, fresh)
     }
@@ -218,7 +311,12 @@ impl Synopsis for Rda {
     fn new(cfg: &RdaConfig) -> Result<Self, ConfigError> {
         cfg.validate()?;
         let cache = TimestampCache::new(cfg.cache_capacity as usize, cfg.cache_seed());
-        Ok(Self::with_parts(cfg, cache, cfg.online_buckets_per_bank().map(|m| Banks::new(cfg, m))))
+        Ok(Self::with_parts(
+            cfg,
+            cache,
+            cfg.online_buckets_per_bank().map(|m| Banks::new(cfg, m)),
+            cfg.cache_capacity as usize,
+        ))
     }
 
     fn new_carry(_cfg: &RdaConfig) {}
@@ -238,6 +336,7 @@ impl Synopsis for Rda {
     /// deleted from the merged banks and counted in `cache_full`.
     fn merge(&mut self, other: &Self) -> Result<(), MergeError> {
         self.check_same_config(other)?;
+        self.settle();
         self.counters.add(&other.counters);
         if let (Some(a), Some(b)) = (&mut self.banks, &other.banks) {
             a.add(b);
@@ -264,6 +363,8 @@ impl Synopsis for Rda {
         }
         self.counters.cached =
             self.counters.cached.saturating_add(other.counters.cached).saturating_sub(dropped);
+        // The other shard's logged packets are in its banks, now added to ours.
+        self.file_logged(other.log.entries());
         if other.signature.is_some() || self.signature.is_some() {
             // Signatures of decoded values cannot be merged exactly; recompute from caches.
             self.signature = None;
@@ -273,6 +374,7 @@ impl Synopsis for Rda {
 
     fn reset(&mut self) {
         self.cache.clear();
+        self.log.clear();
         if let Some(b) = &mut self.banks {
             b.clear();
         }
@@ -290,9 +392,9 @@ impl Synopsis for Rda {
         // A decoded value carries no cache: a one-slot placeholder, not the configured table.
         let placeholder = TimestampCache::new(1, cfg.cache_seed());
         let mut s = match body {
-            wire::EpochBody::Banks(b) => Self::with_parts(cfg, placeholder, Some(b)),
+            wire::EpochBody::Banks(b) => Self::with_parts(cfg, placeholder, Some(b), 0),
             wire::EpochBody::Signature(sig) => {
-                let mut s = Self::with_parts(cfg, placeholder, None);
+                let mut s = Self::with_parts(cfg, placeholder, None, 0);
                 s.signature = Some(sig);
                 s
             }
