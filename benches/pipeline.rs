@@ -6,7 +6,7 @@
 //! Why next to `scripts/bench-measure.sh`: there, DPDK's pcap device copies every frame out of
 //! a ring of the whole pcap (cache and TLB misses the device pays, not the pipeline) and the
 //! looping pcap repeats the same 32 768 packets, so RDA's cache sees duplicates only. Here each
-//! packet is distinct (a per-packet counter is written into the IPv4 identification, which the
+//! packet is distinct (a per-pass counter is written into the IPv4 identification, which the
 //! packet identity covers), as on a real link, so RDA's cache fills with one new id per packet
 //! and the control thread's work (handing back and zeroing buffers) stays outside the timing.
 //!
@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use wirelat_control::config::{Config, Purpose};
+use wirelat_dataplane::cpu::prefetch;
 use wirelat_dataplane::epoch::{EpochBuffer, EpochClock, EpochLink};
 use wirelat_dataplane::packet::synth::{FrameSpec, IpSpec, L4Spec};
 use wirelat_dataplane::packet::tcp::flags;
@@ -83,6 +84,7 @@ struct Worker {
     staged: StagedBurst,
     frames: Vec<Vec<u8>>,
     next_frame: usize,
+    next_stamp: usize,
     ts_ns: u64,
     round: u16,
     /// RDA's counters over the drained epochs: the bench checks that no id repeated.
@@ -99,41 +101,58 @@ impl Worker {
         let clock = EpochClock::new(epoch_ns).expect("epoch length");
         let (link, writer) = EpochLink::new(4, clock, move || template.clone());
         let pipeline = Pipeline::new(packet, writer, set.new_fridge_carry(), OverrunPolicy::Skip);
-        Self {
+        let mut w = Self {
             pipeline,
             link,
             staged: StagedBurst::new(),
             frames: frames(),
             next_frame: 0,
+            next_stamp: 0,
             ts_ns: 1_700_000_000_000_000_000,
             round: 0,
             rda_seen: 0,
             rda_duplicates: 0,
             control_time: Duration::ZERO,
             control_packets: 0,
-        }
+        };
+        w.stamp_next_burst();
+        w
     }
 
     /// The worker's part: `PACKETS_PER_ITER` packets in bursts, each frame made distinct first.
     fn run(&mut self) {
         let n = self.frames.len();
         for _ in 0..PACKETS_PER_ITER / BURST {
+            // The next burst's stores drain (and bring its frames into the cache) while this
+            // one is processed.
+            self.stamp_next_burst();
             self.staged.clear();
             for _ in 0..BURST {
-                let frame = &mut self.frames[self.next_frame];
-                // The frames differ from each other; the round number makes every pass over
-                // them new (distinct for 2^16 rounds, 2^31 packets: more than a run makes).
-                frame[IPV4_IDENT..IPV4_IDENT + 2].copy_from_slice(&self.round.to_be_bytes());
-                self.next_frame += 1;
-                if self.next_frame == n {
-                    self.next_frame = 0;
-                    self.round = self.round.wrapping_add(1);
-                }
+                let frame = &self.frames[self.next_frame];
+                self.next_frame = if self.next_frame + 1 == n { 0 } else { self.next_frame + 1 };
                 self.pipeline.stage(&mut self.staged, black_box(frame), self.ts_ns);
                 self.ts_ns += GAP_NS;
             }
             self.pipeline.prefetch(&mut self.staged, 0, prefetch);
             self.pipeline.apply(0, &self.staged, &mut || false);
+        }
+    }
+
+    /// Makes the next burst's frames new packets: the round number goes into their IPv4
+    /// identification (distinct for 2^16 rounds of the frames, 2^31 packets, more than a run
+    /// makes). Done one burst ahead, as a NIC writes frames before the worker reads them:
+    /// written right before parsing, the parser's wider loads would wait for these stores;
+    /// written after a burst, their misses would be paid on their own.
+    fn stamp_next_burst(&mut self) {
+        let n = self.frames.len();
+        for _ in 0..BURST {
+            let frame = &mut self.frames[self.next_stamp];
+            frame[IPV4_IDENT..IPV4_IDENT + 2].copy_from_slice(&self.round.to_be_bytes());
+            self.next_stamp += 1;
+            if self.next_stamp == n {
+                self.next_stamp = 0;
+                self.round = self.round.wrapping_add(1);
+            }
         }
     }
 
@@ -151,17 +170,6 @@ impl Worker {
             assert!(self.link.push_free(b).is_ok(), "ring full");
         }
     }
-}
-
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 never faults and has no architectural effect besides caching.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>())
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 fn bench_set(

@@ -11,6 +11,16 @@
 //! spill, spill failure, too old, unacknowledged at close). A reader thread per connection
 //! takes the peer's acknowledgements and answers its RDA look-ups and bind requests from the
 //! retained caches ([`retain`]).
+//!
+//! Why a queue behind a mutex and a condition variable, not the crossbeam channel the W8 work
+//! item names for the control thread → shipper hand-off: what sits between the two is not a
+//! stream of messages consumed once but the set of unacknowledged frames. The shipper sends
+//! from it and sends it all again after a reconnect; the reader thread removes what the peer
+//! acknowledges; with `spill_all` a frame must be on disk before [`EpochSink::deliver`]
+//! returns, so that a crash right after the hand-off loses nothing; and `close` waits on it to
+//! drain. A channel would hand each frame over once and need this same shared set behind it.
+//! The lock is taken once per epoch and per acknowledgement, never on the data path, and the
+//! control thread never waits on the network while holding it.
 
 pub mod queue;
 pub mod retain;

@@ -12,6 +12,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod clock;
+#[path = "dpdk/cpu.rs"]
+pub mod cpu;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod epoch;

@@ -13,7 +13,6 @@
 //! function calls into C (no cross-language inlining), so they are called per burst, and
 //! per-packet fields are read directly from the `rte_mbuf` in Rust.
 
-mod cpu;
 mod eal;
 mod error;
 mod hugealloc;
@@ -22,7 +21,7 @@ mod mempool;
 mod port;
 mod tsc;
 
-pub use cpu::{prefetch, rdtsc};
+pub use crate::cpu::{prefetch, rdtsc};
 pub use eal::{Eal, LcoreJob, LcoreOutcome};
 pub use error::{DpdkError, RteErrno};
 pub use hugealloc::{HUGE_PAGE_BYTES, HUGE_PAGE_THRESHOLD_BYTES, HugePageAlloc};

@@ -24,19 +24,6 @@ pub mod lda;
 pub mod lds;
 pub mod rda;
 
-/// A prefetch hint for `ptr` (x86-64 PREFETCHT0; nothing elsewhere). Never dereferences it,
-/// so any address is harmless.
-#[inline(always)]
-pub fn read_hint(ptr: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 never faults and has no architectural effect besides caching.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(ptr.cast::<i8>())
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = ptr;
-}
-
 use crate::packet::{Exchange, FlowKey};
 use codec::{DecodeError, Reader, Writer};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};

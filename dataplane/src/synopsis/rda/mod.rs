@@ -60,10 +60,10 @@ pub use log::PacketLog;
 pub use peel::{Difference, PeelGuards, Peeled, Side};
 pub use sizing::{DifferenceEstimate, MinHashSignature};
 
+use crate::cpu::prefetch;
 use crate::synopsis::codec::{DecodeError, Reader, Writer};
 use crate::synopsis::estimate::NoEstimate;
 use crate::synopsis::hash::{Coin, mix64};
-use crate::synopsis::read_hint;
 use crate::synopsis::{ConfigError, MergeError, Observation, Synopsis, SynopsisConfig};
 use serde::{Deserialize, Serialize};
 
@@ -209,7 +209,7 @@ impl Rda {
         }
         for (i, &(id, ts)) in logged.iter().enumerate() {
             if let Some(&(ahead, _)) = logged.get(i + AHEAD) {
-                read_hint(self.cache.slot_ptr(ahead));
+                prefetch(self.cache.slot_ptr(ahead));
             }
             match self.cache.insert(id, ts) {
                 CacheInsert::Inserted => self.counters.cached += 1,
