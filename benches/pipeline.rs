@@ -26,8 +26,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use wirelat_control::config::{Config, Purpose};
 use wirelat_dataplane::cpu::prefetch;
 use wirelat_dataplane::epoch::{EpochBuffer, EpochClock, EpochLink};
-use wirelat_dataplane::packet::synth::{FrameSpec, IpSpec, L4Spec};
-use wirelat_dataplane::packet::tcp::flags;
+use wirelat_dataplane::packet::synth::syn_udp_mix_64;
 use wirelat_dataplane::pipeline::{
     Direction, EpochSynopses, OverrunPolicy, Pipeline, StagedBurst, SynopsisSet,
 };
@@ -37,37 +36,6 @@ const PACKETS_PER_ITER: usize = 1 << 20;
 const GAP_NS: u64 = 100;
 /// Offset of the IPv4 identification in an untagged frame.
 const IPV4_IDENT: usize = 14 + 4;
-
-/// The 64-byte frames of `examples/bench_pcap.rs` (`64`): 4096 flows of SYN, 6 × UDP, SYN/ACK.
-fn frames() -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    for f in 0..4096u32 {
-        let client = [10, 1, (f >> 8) as u8, f as u8];
-        let server = [192, 0, 2, (f % 97) as u8 + 1];
-        let sport = 20_000 + (f % 40_000) as u16;
-        let syn =
-            FrameSpec::new(IpSpec::v4(client, server, 1), L4Spec::tcp(sport, 443, f, 0, flags::SYN), vec![]);
-        let synack = FrameSpec::new(
-            IpSpec::v4(server, client, 2),
-            L4Spec::tcp(443, sport, 7, f.wrapping_add(1), flags::SYN | flags::ACK),
-            vec![],
-        );
-        out.push(syn.build());
-        for i in 0..6u32 {
-            let d = FrameSpec::new(
-                IpSpec::v4(client, server, i as u16),
-                L4Spec::udp(sport, 4789),
-                (f ^ i).to_le_bytes().repeat(4),
-            );
-            out.push(d.build());
-        }
-        out.push(synack.build());
-    }
-    for f in &mut out {
-        f.resize(60, 0);
-    }
-    out
-}
 
 fn measure_trace_config() -> (SynopsisSet, wirelat_dataplane::packet::PacketConfig, u64) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/measure-trace.toml");
@@ -105,7 +73,7 @@ impl Worker {
             pipeline,
             link,
             staged: StagedBurst::new(),
-            frames: frames(),
+            frames: syn_udp_mix_64(4096),
             next_frame: 0,
             next_stamp: 0,
             ts_ns: 1_700_000_000_000_000_000,

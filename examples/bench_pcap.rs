@@ -14,8 +14,7 @@
 
 use std::path::Path;
 
-use wirelat_dataplane::packet::synth::{FrameSpec, IpSpec, L4Spec};
-use wirelat_dataplane::packet::tcp::flags;
+use wirelat_dataplane::packet::synth::syn_udp_mix_64;
 use wirelat_dataplane::sim::{DelayModel, LossModel};
 use wirelat_trace::generate::{GenConfig, generate};
 use wirelat_trace::segment::{DelaySpec, SegmentConfig};
@@ -48,37 +47,8 @@ fn mixed() -> Vec<(u64, Vec<u8>)> {
 }
 
 fn small() -> Vec<(u64, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut t: u64 = 1_700_000_000_000_000_000;
-    for f in 0..4096u32 {
-        let client = [10, 1, (f >> 8) as u8, f as u8];
-        let server = [192, 0, 2, (f % 97) as u8 + 1];
-        let sport = 20_000 + (f % 40_000) as u16;
-        let syn =
-            FrameSpec::new(IpSpec::v4(client, server, 1), L4Spec::tcp(sport, 443, f, 0, flags::SYN), vec![]);
-        let synack = FrameSpec::new(
-            IpSpec::v4(server, client, 2),
-            L4Spec::tcp(443, sport, 7, f.wrapping_add(1), flags::SYN | flags::ACK),
-            vec![],
-        );
-        out.push((t, syn.build()));
-        t += 100;
-        for i in 0..6u32 {
-            let d = FrameSpec::new(
-                IpSpec::v4(client, server, i as u16),
-                L4Spec::udp(sport, 4789),
-                (f ^ i).to_le_bytes().repeat(4),
-            );
-            out.push((t, d.build()));
-            t += 100;
-        }
-        out.push((t, synack.build()));
-        t += 100;
-    }
-    for (_, f) in &mut out {
-        f.resize(60, 0);
-    }
-    out
+    let t0: u64 = 1_700_000_000_000_000_000;
+    syn_udp_mix_64(4096).into_iter().enumerate().map(|(i, f)| (t0 + 100 * i as u64, f)).collect()
 }
 
 fn main() {

@@ -131,10 +131,10 @@ impl Rda {
         }
     }
 
-    /// Folds one packet in from its parts (tests, benches, offline tools); the trait's
-    /// `update` calls this. `flow_hash` matters only with flow-keyed sampling.
-    #[inline]
-    pub fn update_raw(&mut self, identity: u64, flow_hash: u64, ts_ns: u64) {
+    /// Counts a packet and applies the consistent sampling: its id, or `None` when sampled
+    /// out.
+    #[inline(always)]
+    fn admit(&mut self, identity: u64, flow_hash: u64) -> Option<u64> {
         self.counters.seen += 1;
         let id = packet_id(identity);
         if !self.sample_all {
@@ -144,9 +144,17 @@ impl Rda {
             };
             if !self.coin.accepts(mix64(key ^ self.sample_key)) {
                 self.counters.sampled_out += 1;
-                return;
+                return None;
             }
         }
+        Some(id)
+    }
+
+    /// Folds one packet in from its parts (tests, benches, offline tools); the trait's
+    /// `update` calls this. `flow_hash` matters only with flow-keyed sampling.
+    #[inline]
+    pub fn update_raw(&mut self, identity: u64, flow_hash: u64, ts_ns: u64) {
+        let Some(id) = self.admit(identity, flow_hash) else { return };
         match self.cache.insert(id, ts_ns) {
             CacheInsert::Inserted => {
                 self.counters.cached += 1;
@@ -175,18 +183,7 @@ impl Rda {
     /// packets than the cache has room for).
     #[inline]
     pub fn update_logged(&mut self, identity: u64, flow_hash: u64, ts_ns: u64) {
-        self.counters.seen += 1;
-        let id = packet_id(identity);
-        if !self.sample_all {
-            let key = match self.cfg.sample_by {
-                SampleKey::Packet => id,
-                SampleKey::Flow => flow_hash,
-            };
-            if !self.coin.accepts(mix64(key ^ self.sample_key)) {
-                self.counters.sampled_out += 1;
-                return;
-            }
-        }
+        let Some(id) = self.admit(identity, flow_hash) else { return };
         if !self.log.push(id, ts_ns) {
             self.counters.cache_full += 1;
             return;
@@ -203,8 +200,8 @@ impl Rda {
         // The ids are known in advance: hint the slot a few entries ahead so the misses of the
         // (table-sized, random) probes overlap instead of following one another.
         const AHEAD: usize = 16;
-        if !logged.is_empty() && self.cache.is_empty() {
-            // Allocate before taking slot addresses.
+        if !logged.is_empty() {
+            // Allocated before the first slot address is taken (a no-op once it is).
             self.cache.reserve();
         }
         for (i, &(id, ts)) in logged.iter().enumerate() {
@@ -245,10 +242,10 @@ impl Rda {
         self.log.len()
     }
 
-    /// Address of the cache slot `identity` probes first, for the worker to prefetch a few
-    /// packets ahead (`rte_prefetch0` in the DPDK layer): with a DRAM-sized cache the update
-    /// costs about one cache and TLB miss per packet, which only a real (non-blocking)
-    /// prefetch can overlap. Never dereferenced here; any value is a harmless hint.
+    /// Address of the cache slot `identity` probes first, for a caller of the direct path
+    /// ([`Rda::update_raw`]) to prefetch a few packets ahead: with a DRAM-sized cache that
+    /// update costs about one cache and TLB miss per packet (the reason workers log instead).
+    /// Never dereferenced here; any value is a harmless hint.
     #[inline(always)]
     pub fn prefetch_target(&self, identity: u64) -> *const u8 {
         self.cache.slot_ptr(packet_id(identity))
