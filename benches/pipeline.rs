@@ -4,15 +4,15 @@
 //! `configs/measure-trace.toml` (all five, at its sizes and its 100-ms epochs).
 //!
 //! Why next to `scripts/bench-measure.sh`: there, DPDK's pcap device copies every frame out of
-//! a ring of the whole pcap (cache and TLB misses the device pays, not the pipeline) and the
-//! looping pcap repeats the same 32 768 packets, so RDA's cache sees duplicates only. Here each
-//! packet is distinct (a per-pass counter is written into the IPv4 identification, which the
-//! packet identity covers), as on a real link, so RDA's cache fills with one new id per packet
-//! and the control thread's work (handing back and zeroing buffers) stays outside the timing.
+//! a ring of the whole pcap (misses the device pays, not the pipeline), and the looping pcap
+//! repeats the same 32 768 packets, so RDA sees repeats only. Here every packet is distinct (a
+//! per-pass counter is written into each frame's IPv4 identification, which the packet identity
+//! covers, one burst ahead), as on a real link. The control side's work (filing RDA's log,
+//! zeroing and returning buffers) runs between timed iterations and is printed on its own.
 //!
-//! Traffic: the 64-byte mix of `examples/bench_pcap.rs` (per flow a TCP SYN, six UDP datagrams
-//! and the SYN/ACK, 4096 flows), all received on port 0 in bursts of 32, 100 ns apart
-//! (10 Mpps); an iteration is 2^20 packets, about one epoch.
+//! Traffic: `packet::synth::syn_udp_mix_64(4096)`, the 64-byte mix `examples/bench_pcap.rs`
+//! writes (per flow a TCP SYN, six UDP datagrams and the SYN/ACK), all received on port 0 in
+//! bursts of 32, 100 ns apart (10 Mpps); an iteration is 2^20 packets, about one epoch.
 //!
 //! Run: `cargo bench --no-default-features --bench pipeline`. Per-packet time = reported time /
 //! 2^20 (criterion's throughput line gives packets per second).
