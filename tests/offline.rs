@@ -204,23 +204,20 @@ fn offline_reports_bad_input_clearly() {
     let config = d.join("c.toml");
     std::fs::write(&config, CONFIG).expect("config");
     std::fs::write(d.join("junk.pcap"), b"not a pcap at all").expect("junk");
-    let output = wirelat()
-        .args(["offline", "--config"])
-        .arg(&config)
-        .arg("--port0")
-        .arg(d.join("junk.pcap"))
-        .output()
-        .expect("run");
+    let run = || {
+        wirelat()
+            .args(["offline", "--config"])
+            .arg(&config)
+            .arg("--port0")
+            .arg(d.join("junk.pcap"))
+            .output()
+            .expect("run")
+    };
+    let output = run();
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("is not a pcap file"), "{}", describe(&output));
     std::fs::write(&config, "[epochs]\nlength_ms = 0\n").expect("config");
-    let output = wirelat()
-        .args(["offline", "--config"])
-        .arg(&config)
-        .arg("--port0")
-        .arg(d.join("junk.pcap"))
-        .output()
-        .expect("run");
+    let output = run();
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("epochs.length_ms"), "{}", describe(&output));
 }

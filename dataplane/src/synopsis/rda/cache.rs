@@ -101,9 +101,7 @@ impl TimestampCache {
     /// Caches `id` (≠ 0) seen at `ts_ns`. Allocates the table on the first call only.
     #[inline]
     pub fn insert(&mut self, id: u64, ts_ns: u64) -> CacheInsert {
-        if self.slots.is_empty() {
-            self.allocate();
-        }
+        self.reserve();
         let mut i = self.home(id);
         // The table always has an empty slot (load ≤ 3/4), so the probe ends; the bound only
         // guards against a corrupted table.
@@ -130,6 +128,7 @@ impl TimestampCache {
     }
 
     /// Allocates the table now if no insert has yet (control thread; a no-op afterwards).
+    #[inline(always)]
     pub fn reserve(&mut self) {
         if self.slots.is_empty() {
             self.allocate();

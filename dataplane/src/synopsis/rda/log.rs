@@ -25,7 +25,8 @@ impl PacketLog {
     /// Appends a packet; false (nothing stored) once `capacity` packets are logged.
     #[inline(always)]
     pub fn push(&mut self, id: u64, ts_ns: u64) -> bool {
-        if self.entries.len() >= self.capacity || self.entries.len() >= self.entries.capacity() {
+        // `Vec::with_capacity(capacity)` reserved at least this much: the push never grows it.
+        if self.entries.len() >= self.capacity {
             return false;
         }
         self.entries.push((id, ts_ns));
