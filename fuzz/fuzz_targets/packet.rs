@@ -1,9 +1,11 @@
 //! Fuzzes the packet layer's entry point: any frame, under several configurations, must give
-//! exactly one verdict without panicking, and a measured frame must be self-consistent.
+//! exactly one verdict without panicking, the same one as the general parser alone, and a
+//! measured frame must be self-consistent.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use wirelat_dataplane::packet::inspect::measure_general;
 use wirelat_dataplane::packet::{Inspection, PacketConfig, PacketCounters, inspect, measure};
 
 fuzz_target!(|data: &[u8]| {
@@ -19,6 +21,8 @@ fuzz_target!(|data: &[u8]| {
     let verdict = inspect(frame, &cfg, &mut counters);
     assert_eq!(counters.total(), 1);
     assert_eq!(measure(frame, &cfg).ok(), verdict.measurement().copied());
+    // The fast paths for the common shapes give exactly the general parser's answer.
+    assert_eq!(measure(frame, &cfg), measure_general(frame, &cfg));
     if let Inspection::Measured(m) = verdict {
         assert_eq!(m.flow_hash, m.flow.hash(cfg.identity_seed));
         assert!(m.flow.ip_version == 4 || m.flow.ip_version == 6);

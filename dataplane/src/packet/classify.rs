@@ -88,19 +88,40 @@ fn dns(header: &DnsHeader<'_>, flow: &FlowKey, cfg: &ClassifierConfig, seed: u64
 /// common segment (no SYN, not DNS, data classifier off) costs no call.
 #[inline(always)]
 pub fn tcp_candidate(seg: &TcpSegment<'_>, cfg: &ClassifierConfig) -> bool {
-    (cfg.tcp_handshake && seg.flags() & flags::SYN != 0)
+    tcp_candidate_fields(seg.flags(), seg.payload().len(), seg.src_port(), seg.dst_port(), cfg)
+}
+
+/// [`tcp_candidate`] from the segment's flags, payload length and ports.
+#[inline(always)]
+pub(crate) fn tcp_candidate_fields(
+    tcp_flags: u8,
+    payload_len: usize,
+    src_port: u16,
+    dst_port: u16,
+    cfg: &ClassifierConfig,
+) -> bool {
+    (cfg.tcp_handshake && tcp_flags & flags::SYN != 0)
         || cfg.tcp_data
         || (cfg.dns
-            && seg.payload().len() >= 2 + DNS_HEADER_LEN
-            && (cfg.is_dns_port(seg.dst_port()) || cfg.is_dns_port(seg.src_port())))
+            && payload_len >= 2 + DNS_HEADER_LEN
+            && (cfg.is_dns_port(dst_port) || cfg.is_dns_port(src_port)))
 }
 
 /// True when [`udp`] may classify `dgram`.
 #[inline(always)]
 pub fn udp_candidate(dgram: &UdpDatagram<'_>, cfg: &ClassifierConfig) -> bool {
-    cfg.dns
-        && dgram.payload().len() >= DNS_HEADER_LEN
-        && (cfg.is_dns_port(dgram.dst_port()) || cfg.is_dns_port(dgram.src_port()))
+    udp_candidate_fields(dgram.payload().len(), dgram.src_port(), dgram.dst_port(), cfg)
+}
+
+/// [`udp_candidate`] from the datagram's payload length and ports.
+#[inline(always)]
+pub(crate) fn udp_candidate_fields(
+    payload_len: usize,
+    src_port: u16,
+    dst_port: u16,
+    cfg: &ClassifierConfig,
+) -> bool {
+    cfg.dns && payload_len >= DNS_HEADER_LEN && (cfg.is_dns_port(dst_port) || cfg.is_dns_port(src_port))
 }
 
 /// Classifies a TCP segment on `flow` (its directional key).

@@ -20,8 +20,9 @@
 //! | 56 | P | payload prefix | the first P payload bytes, then zeros if the payload is shorter |
 //!
 //! The first 38 bytes are exactly [`FlowKey::canonical_bytes`] of the packet's directional flow
-//! key, so the flow hash is [`FlowKey::hash`] of the packet's key with the same seed. It is
-//! computed from the header fields in registers ([`flow_key_hash`]), not from this buffer.
+//! key. The flow hash is [`FlowKey::hash`] of that key with the same seed: xxh3 of the first 40
+//! bytes with bytes 38–39 (the upper-layer length) zeroed. It is computed from the header
+//! fields in registers ([`flow_key_hash`]), together with the identity.
 //!
 //! Transport fields (offset 40) and payload by protocol:
 //! - TCP (6): sequence (4), acknowledgment (4), data offset/reserved/flags (2), window (2):
@@ -71,12 +72,12 @@
 //! little-endian 64-bit words taken straight from the wire bytes (no byte swapping: the wire
 //! order is the buffer order), written with 8-byte stores at 8-aligned offsets, and the length
 //! is a multiple of 8 (hence the fixed, zero-padded prefix): every load xxh3 makes then falls
-//! inside one store.
-//! The 38-byte flow key cannot be laid out that way (xxh3 reads it at offsets 6, 14, 22, 30),
-//! so its hash is computed in registers ([`flow_key_hash`]) and checked against the crate.
+//! inside one store. Both hashes are in fact computed in registers from those words, the flow
+//! hash sharing two of its four 16-byte mixes with the identity; both are checked against the
+//! crate.
 
 use super::config::MAX_PAYLOAD_PREFIX_BYTES;
-use super::flow::{FLOW_KEY_BYTES, FlowKey};
+use super::flow::{FLOW_HASH_INPUT_BYTES, FLOW_KEY_BYTES, FlowKey};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// Length of the fixed header block.
@@ -169,24 +170,31 @@ impl InvariantHeader {
     /// stack frame (the per-packet path).
     #[inline(always)]
     pub fn hashes(&self, payload: &[u8], prefix_len: usize, seed: u64) -> (u64, u64) {
-        let [a0, a1, a2, a3, w4, w5, w6] = self.words;
+        let [a0, a1, a2, a3, w4, _, _] = self.words;
         let flow = flow_key_words_hash([a0, a1, a2, a3, w4], seed);
-        let [p0, p1, p2, p3, p4, p5, p6, p7] = payload_words(payload);
-        let words = [a0, a1, a2, a3, w4, w5, w6, p0, p1, p2, p3, p4, p5, p6, p7];
-        // One monomorphic, fully unrolled hash per prefix length; the prefix is a
+        // One monomorphic, fully unrolled read and hash per prefix length; the prefix is a
         // configuration constant, so this branch always predicts.
         let identity = match prefix_len.min(MAX_PAYLOAD_PREFIX_BYTES) / 8 {
-            0 => invariant_words_hash::<7>(&words, seed),
-            1 => invariant_words_hash::<8>(&words, seed),
-            2 => invariant_words_hash::<9>(&words, seed),
-            3 => invariant_words_hash::<10>(&words, seed),
-            4 => invariant_words_hash::<11>(&words, seed),
-            5 => invariant_words_hash::<12>(&words, seed),
-            6 => invariant_words_hash::<13>(&words, seed),
-            7 => invariant_words_hash::<14>(&words, seed),
-            _ => invariant_words_hash::<15>(&words, seed),
+            0 => self.identity::<0, 7>(payload, seed),
+            1 => self.identity::<1, 8>(payload, seed),
+            2 => self.identity::<2, 9>(payload, seed),
+            3 => self.identity::<3, 10>(payload, seed),
+            4 => self.identity::<4, 11>(payload, seed),
+            5 => self.identity::<5, 12>(payload, seed),
+            6 => self.identity::<6, 13>(payload, seed),
+            7 => self.identity::<7, 14>(payload, seed),
+            _ => self.identity::<8, 15>(payload, seed),
         };
         (flow, identity)
+    }
+
+    /// The identity with a payload prefix of `P` words (`N` = 7 + `P` words in all).
+    #[inline(always)]
+    fn identity<const P: usize, const N: usize>(&self, payload: &[u8], seed: u64) -> u64 {
+        const { assert!(N == 7 + P) };
+        let [a0, a1, a2, a3, w4, w5, w6] = self.words;
+        let [p0, p1, p2, p3, p4, p5, p6, p7] = payload_words::<P>(payload);
+        invariant_words_hash::<N>(&[a0, a1, a2, a3, w4, w5, w6, p0, p1, p2, p3, p4, p5, p6, p7], seed)
     }
 
     /// Writes the invariant bytes into `buf` (zeroed), returns their length.
@@ -260,32 +268,26 @@ const XXH3_SECRET_HI: [u64; 8] = [
     u64::from_le_bytes([0xc8, 0x9f, 0x7e, 0xc9, 0xd9, 0x78, 0x73, 0x64]),
 ];
 
-/// The first eight payload words (little-endian, wire order), zero past the payload's end: the
-/// payload prefix of the invariant bytes, in registers.
+/// The first `P` payload words (little-endian, wire order), zero past the payload's end: the
+/// payload prefix of the invariant bytes, in registers. Words past `P` are zero.
+///
+/// Only the `P` hashed words are read, each chosen by its constant index (whole, partial or
+/// past the end), so the words stay in registers: a bare segment costs a few comparisons.
 #[inline(always)]
-fn payload_words(payload: &[u8]) -> [u64; 8] {
-    if let Some(src) = payload.first_chunk::<MAX_PAYLOAD_PREFIX_BYTES>() {
-        // The common case: every word is a plain load.
-        let mut w = [0u64; 8];
-        for (dst, chunk) in w.iter_mut().zip(src.as_chunks::<8>().0) {
-            *dst = u64::from_le_bytes(*chunk);
-        }
-        return w;
-    }
-    // A short payload: whole words, then the partial one zero-padded in a register, then zeros.
-    let rest = payload.len() % 8;
-    let whole = payload.len() / 8;
+fn payload_words<const P: usize>(payload: &[u8]) -> [u64; 8] {
+    const { assert!(P <= 8) };
+    let (whole, rest) = payload.as_chunks::<8>();
     let partial = match payload.len().checked_sub(8).and_then(|at| payload.get(at..)) {
-        _ if rest == 0 => 0,
+        _ if rest.is_empty() => 0,
         // The last 8 payload bytes, shifted so the `rest` final ones come first.
-        Some(last) => u64::from_le_bytes(last.try_into().unwrap_or_default()) >> (8 * (8 - rest)),
-        None => payload.iter().rev().fold(0u64, |w, b| (w << 8) | u64::from(*b)),
+        Some(last) => u64::from_le_bytes(last.try_into().unwrap_or_default()) >> (8 * (8 - rest.len())),
+        None => rest.iter().rev().fold(0u64, |w, b| (w << 8) | u64::from(*b)),
     };
     let mut w = [0u64; 8];
-    for (k, dst) in w.iter_mut().enumerate() {
-        *dst = match payload.get(k * 8..k * 8 + 8) {
-            Some(src) => u64::from_le_bytes(src.try_into().unwrap_or_default()),
-            None if k == whole => partial,
+    for (k, dst) in w.iter_mut().enumerate().take(P) {
+        *dst = match whole.get(k) {
+            Some(chunk) => u64::from_le_bytes(*chunk),
+            None if k == whole.len() => partial,
             None => 0,
         };
     }
@@ -333,29 +335,29 @@ const fn mix16(lo: u64, hi: u64, secret_lo: u64, secret_hi: u64, seed: u64) -> u
     (product as u64) ^ ((product >> 64) as u64)
 }
 
-/// `xxh3_64_with_seed(canonical flow key bytes, seed)` computed in registers: equal to
-/// [`FlowKey::hash`] (tested against the xxhash-rust crate for random keys and seeds).
+/// [`FlowKey::hash`] computed in registers: equal to it (tested against the xxhash-rust crate
+/// for random keys and seeds).
 pub fn flow_key_hash(flow: &FlowKey, seed: u64) -> u64 {
     let [a0, a1, a2, a3, w4, _, _] = InvariantHeader::new(flow, 0, [0; 16]).words;
     flow_key_words_hash([a0, a1, a2, a3, w4], seed)
 }
 
-/// XXH3's 33–64-byte path for the 38 canonical key bytes, given as little-endian words 0–4
-/// (only the low 6 bytes of word 4, key bytes 32–37, are used). XXH3 reads the key at offsets
-/// 0, 8, 16, 24 and 6, 14, 22, 30; the unaligned reads are assembled by shifts.
+/// XXH3's 33–64-byte path for the 40 bytes [`FlowKey::hash`] hashes, given as the header
+/// block's little-endian words 0–4 (word 4's top two bytes, the upper-layer length, are
+/// replaced by the zero padding). XXH3 reads 40 bytes at offsets 0, 8, 16 and 24: whole words.
+/// The mixes of words (0, 1) and (2, 3) are the identity's own (same words, secret and seed),
+/// so the compiler computes them once for both hashes.
 #[inline(always)]
 fn flow_key_words_hash(words: [u64; 5], seed: u64) -> u64 {
-    let [w0, w8, w16, w24, w32] = words;
-    let w6 = (w0 >> 48) | (w8 << 16);
-    let w14 = (w8 >> 48) | (w16 << 16);
-    let w22 = (w16 >> 48) | (w24 << 16);
-    let w30 = (w24 >> 48) | (w32 << 16);
+    let [w0, w1, w2, w3, w4] = words;
+    let w4 = w4 & 0xffff_ffff_ffff;
     let [k0, k1, k2, k3, k4, k5, k6, k7] = XXH3_SECRET;
-    let mut acc = (FLOW_KEY_BYTES as u64).wrapping_mul(XXH_PRIME64_1);
-    acc = acc.wrapping_add(mix16(w16, w24, k4, k5, seed));
-    acc = acc.wrapping_add(mix16(w6, w14, k6, k7, seed));
-    acc = acc.wrapping_add(mix16(w0, w8, k0, k1, seed));
-    acc = acc.wrapping_add(mix16(w22, w30, k2, k3, seed));
+    let mut acc = (FLOW_HASH_INPUT_BYTES as u64).wrapping_mul(XXH_PRIME64_1);
+    // Reads at 16 and len − 32 = 8, then at 0 and len − 16 = 24.
+    acc = acc.wrapping_add(mix16(w2, w3, k4, k5, seed));
+    acc = acc.wrapping_add(mix16(w1, w2, k6, k7, seed));
+    acc = acc.wrapping_add(mix16(w0, w1, k0, k1, seed));
+    acc = acc.wrapping_add(mix16(w3, w4, k2, k3, seed));
     // XXH3's avalanche.
     acc ^= acc >> 37;
     acc = acc.wrapping_mul(0x1656_6791_9e37_79f9);
@@ -427,10 +429,14 @@ impl InvariantBytes {
         self.buf.get(..FLOW_KEY_BYTES).unwrap_or_default()
     }
 
-    /// `xxh3(flow-key part, seed)`: equal to [`FlowKey::hash`] of the header's flow.
+    /// [`FlowKey::hash`] of the header's flow: xxh3 of the flow-key part and two zero bytes.
     #[inline(always)]
     pub fn flow_hash(&self, seed: u64) -> u64 {
-        xxh3_64_with_seed(self.flow_bytes(), seed)
+        let mut input = [0u8; FLOW_HASH_INPUT_BYTES];
+        if let Some(key) = input.get_mut(..FLOW_KEY_BYTES) {
+            key.copy_from_slice(self.flow_bytes());
+        }
+        xxh3_64_with_seed(&input, seed)
     }
 
     /// The packet identity: `xxh3(all bytes, seed)`.

@@ -105,6 +105,25 @@ pub fn inspect(frame: &[u8], cfg: &PacketConfig, counters: &mut PacketCounters) 
 /// Inspects one frame without counting: `Err` says why it is not measured.
 #[inline(always)]
 pub fn measure(frame: &[u8], cfg: &PacketConfig) -> Result<Measurement, SkipReason> {
+    if let Some(m) = fast::ipv4_at::<{ fast::UNTAGGED }>(frame, cfg) {
+        return Ok(m);
+    }
+    if let Some(m) = fast::untagged_ipv6(frame, cfg) {
+        return Ok(m);
+    }
+    if fast::tagged(frame)
+        && let Some(m) = fast::ipv4_at::<{ fast::ONE_TAG }>(frame, cfg)
+    {
+        return Ok(m);
+    }
+    measure_general(frame, cfg)
+}
+
+/// [`measure`] by the general parser alone, without the fast paths for the common shapes
+/// (IPv4 untagged or with one 802.1Q tag, untagged IPv6, TCP or UDP): the same answer for
+/// every frame, only slower. Public so tests and the fuzz target can check that claim.
+#[inline(always)]
+pub fn measure_general(frame: &[u8], cfg: &PacketConfig) -> Result<Measurement, SkipReason> {
     let eth = EthernetFrame::new_checked(frame)?;
     let (ethertype, l3) = vlan::skip_tags(eth.ethertype(), eth.payload())?;
     match ethertype {
@@ -225,6 +244,8 @@ fn transport(net: &Network<'_>, cfg: &PacketConfig) -> Result<Measurement, SkipR
         _ => Ok(finish(&net.header(0, [0, 0], 0), net.upper, prefix, seed, None)),
     }
 }
+
+mod fast;
 
 #[cfg(test)]
 mod tests;
