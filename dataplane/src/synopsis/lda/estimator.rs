@@ -122,8 +122,13 @@ pub struct LdaReport {
     /// Cells where the receiver counted more packets than the sender (impossible if both points
     /// see the same packets: mutable bytes hashed, boundary slip), or where the counts agree
     /// but the delay sum is below −count·`max_negative_delay_ns` (two packets that slipped
-    /// across the epoch boundaries in opposite directions). Treated as unusable.
+    /// across the epoch boundaries in opposite directions). Treated as unusable. The sum of
+    /// the two counts below.
     pub anomalous_cells: u64,
+    /// Anomalous cells where the receiver counted more packets than the sender.
+    pub receiver_more_cells: u64,
+    /// Anomalous cells whose counts agree but whose delay sum is impossible (boundary slip).
+    pub slipped_cells: u64,
     /// Sampled packets the sender counted (Σ S_A).
     pub sampled_sent: u64,
     /// Sampled packets the receiver counted (Σ S_B).
@@ -157,7 +162,10 @@ fn signed(v: u64, bits: u8) -> i128 {
 #[derive(Clone, Copy)]
 struct CellPair {
     usable: bool,
-    anomalous: bool,
+    /// The receiver counted more than the sender.
+    receiver_more: bool,
+    /// The counts agree but the delay sum is below the slip floor.
+    slipped: bool,
     /// Packets the receiver is missing (0 when usable or anomalous).
     lost: u64,
     sent: u64,
@@ -198,7 +206,8 @@ fn compare(cfg: &LdaConfig, a: &Cell, b: &Cell) -> CellPair {
     let usable = matched && !slipped;
     CellPair {
         usable,
-        anomalous: receiver_more || slipped,
+        receiver_more,
+        slipped,
         lost: if receiver_more { 0 } else { missing },
         sent: a.count,
         delay_sum: if usable { delay_sum } else { 0 },
@@ -256,6 +265,8 @@ pub fn estimate_with_confidence(
         buckets: cfg.total_cells() / 2,
         effective_buckets: 0.0,
         anomalous_cells: 0,
+        receiver_more_cells: 0,
+        slipped_cells: 0,
         sampled_sent: 0,
         sampled_received: 0,
         sampled_lost: 0,
@@ -290,7 +301,9 @@ pub fn estimate_with_confidence(
             for c in [minus, plus] {
                 br.sampled_sent = br.sampled_sent.saturating_add(c.sent);
                 br.sampled_lost = br.sampled_lost.saturating_add(c.lost);
-                r.anomalous_cells += u64::from(c.anomalous);
+                r.receiver_more_cells += u64::from(c.receiver_more);
+                r.slipped_cells += u64::from(c.slipped);
+                r.anomalous_cells += u64::from(c.receiver_more || c.slipped);
                 if c.usable {
                     br.usable_cells += 1;
                     br.samples = br.samples.saturating_add(c.sent);

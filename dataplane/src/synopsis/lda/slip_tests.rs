@@ -109,6 +109,7 @@ fn crossing_pair_in_one_cell_is_anomalous_and_the_mean_exact() {
     let r = run(&guarded, &all);
     assert_eq!((r.sampled_sent, r.sampled_received, r.sampled_lost), (n + 1, n + 1, 0));
     assert_eq!((r.anomalous_cells, r.usable_cells, r.samples), (1, 63, n));
+    assert_eq!((r.slipped_cells, r.receiver_more_cells), (1, 0), "counted as slip");
     // The slipped cell's bucket goes too, with the inside packets of its partner row.
     let probe = Lda::new(&guarded).unwrap();
     let partner = probe.locate(y.0).unwrap().flat ^ 1;

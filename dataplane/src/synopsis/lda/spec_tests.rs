@@ -225,6 +225,7 @@ fn receiver_counting_more_is_an_anomaly() {
     b.update_raw(stray, 123_456);
     let r = estimate(&a, &b).unwrap();
     assert_eq!(r.anomalous_cells, 1);
+    assert_eq!((r.receiver_more_cells, r.slipped_cells), (1, 0), "counted as the receiver counting more");
     assert_eq!(r.usable_cells, 30, "the lossy row and the anomalous row are unusable");
     assert_eq!(r.sampled_lost, 1, "the anomaly does not cancel the real loss");
     assert_eq!(r.lost_packets, 0);
