@@ -32,8 +32,10 @@ use xxhash_rust::xxh3::xxh3_64;
 
 /// The first bytes of every archive.
 pub const MAGIC: &[u8; 8] = b"WLCOLATE";
-/// The format version this build writes and reads.
-pub const VERSION: u8 = 1;
+/// The format version this build writes and reads. 2 since `FlowKey::hash` hashes the key
+/// padded to 40 bytes: an archive's cells were placed by its build's flow hash, so a version-1
+/// archive queried with this build's hashes would read the wrong cells; it is refused instead.
+pub const VERSION: u8 = 2;
 /// Largest config encoding accepted in a header.
 const MAX_CONFIG_BYTES: usize = 1024;
 /// Bytes of a record's frame before its body.

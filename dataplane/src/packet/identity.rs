@@ -22,7 +22,8 @@
 //! The first 38 bytes are exactly [`FlowKey::canonical_bytes`] of the packet's directional flow
 //! key. The flow hash is [`FlowKey::hash`] of that key with the same seed: xxh3 of the first 40
 //! bytes with bytes 38–39 (the upper-layer length) zeroed. It is computed from the header
-//! fields in registers ([`flow_key_hash`]), together with the identity.
+//! words in registers, together with the identity ([`InvariantHeader::hashes`];
+//! [`flow_key_hash`] is the same computation for a bare [`FlowKey`]).
 //!
 //! Transport fields (offset 40) and payload by protocol:
 //! - TCP (6): sequence (4), acknowledgment (4), data offset/reserved/flags (2), window (2):

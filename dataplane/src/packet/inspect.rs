@@ -1,8 +1,10 @@
 //! The per-packet entry point: one call turns a frame into a skip reason or into everything a
 //! synopsis needs (flow key, flow hash, packet identity, exchange).
 //!
-//! One pass over the headers, no allocation, no panic, no read outside `frame`: every header is
-//! read through a checked view. Order of decisions: Ethernet → VLAN/QinQ tags → ethertype
+//! No allocation, no panic, no read outside `frame`. The common shapes are read at fixed
+//! offsets by the fast paths ([`fast`]), which give the general parser's answer or leave the
+//! frame to it; the general parser ([`measure_general`]) reads every header through a checked
+//! view. Its order of decisions: Ethernet → VLAN/QinQ tags → ethertype
 //! (ARP, unknown) → IP header (truncated, malformed) → fragment → transport header (a
 //! transport header that does not fit its complete IP packet is malformed) → measured.
 

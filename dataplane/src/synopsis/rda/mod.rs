@@ -303,7 +303,10 @@ pub fn banks_from_cache(cfg: &RdaConfig, cache: &TimestampCache, buckets_per_ban
 impl Synopsis for Rda {
     type Config = RdaConfig;
     type Carry = ();
-    const FORMAT_VERSION: u8 = 1;
+    /// 2 since `FlowKey::hash` hashes the key padded to 40 bytes: with `sample_by = "flow"`
+    /// a point samples by the flow hash, so points of the two versions would keep different
+    /// flows and the difference would read as loss; a peer refuses the other version instead.
+    const FORMAT_VERSION: u8 = 2;
 
     fn new(cfg: &RdaConfig) -> Result<Self, ConfigError> {
         cfg.validate()?;
