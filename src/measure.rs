@@ -25,6 +25,7 @@ pub fn log_measurement(config: &Config, mode: &str) {
         ring = *config.epochs.ring.get_ref(),
         overrun = ?config.epochs.overrun,
         identity_seed = config.packet_config().identity_seed,
+        payload_prefix_bytes = config.packet_config().payload_prefix_bytes,
         "measurement"
     );
     if synopses.is_empty() {
