@@ -208,20 +208,32 @@ impl Rda {
             if let Some(&(ahead, _)) = logged.get(i + AHEAD) {
                 prefetch(self.cache.slot_ptr(ahead));
             }
-            match self.cache.insert(id, ts) {
-                CacheInsert::Inserted => self.counters.cached += 1,
-                CacheInsert::Duplicate { previous_ts_ns } => {
-                    self.counters.duplicates = self.counters.duplicates.saturating_add(1);
-                    if let Some(b) = &mut self.banks {
-                        b.delete(id, ts.max(previous_ts_ns));
-                    }
+            if self.file(id, ts) {
+                self.counters.cached += 1;
+            }
+        }
+    }
+
+    /// Files one packet whose copy is already in the banks into the cache: true when cached.
+    /// A repeat keeps the earlier timestamp and its later copy leaves the banks (counted in
+    /// `duplicates`); past the capacity the packet leaves the banks (counted in `cache_full`).
+    #[inline(always)]
+    fn file(&mut self, id: u64, ts: u64) -> bool {
+        match self.cache.insert(id, ts) {
+            CacheInsert::Inserted => true,
+            CacheInsert::Duplicate { previous_ts_ns } => {
+                self.counters.duplicates = self.counters.duplicates.saturating_add(1);
+                if let Some(b) = &mut self.banks {
+                    b.delete(id, ts.max(previous_ts_ns));
                 }
-                CacheInsert::Full => {
-                    self.counters.cache_full = self.counters.cache_full.saturating_add(1);
-                    if let Some(b) = &mut self.banks {
-                        b.delete(id, ts);
-                    }
+                false
+            }
+            CacheInsert::Full => {
+                self.counters.cache_full = self.counters.cache_full.saturating_add(1);
+                if let Some(b) = &mut self.banks {
+                    b.delete(id, ts);
                 }
+                false
             }
         }
     }
@@ -343,23 +355,7 @@ impl Synopsis for Rda {
         }
         let mut dropped = 0u64;
         for (id, ts) in other.cache.iter() {
-            match self.cache.insert(id, ts) {
-                CacheInsert::Inserted => {}
-                CacheInsert::Duplicate { previous_ts_ns } => {
-                    dropped += 1;
-                    self.counters.duplicates = self.counters.duplicates.saturating_add(1);
-                    if let Some(b) = &mut self.banks {
-                        b.delete(id, ts.max(previous_ts_ns));
-                    }
-                }
-                CacheInsert::Full => {
-                    dropped += 1;
-                    self.counters.cache_full = self.counters.cache_full.saturating_add(1);
-                    if let Some(b) = &mut self.banks {
-                        b.delete(id, ts);
-                    }
-                }
-            }
+            dropped += u64::from(!self.file(id, ts));
         }
         self.counters.cached =
             self.counters.cached.saturating_add(other.counters.cached).saturating_sub(dropped);
