@@ -16,6 +16,7 @@ use wirelat_dataplane::pipeline::EpochSynopses;
 pub fn log_measurement(config: &Config, mode: &str) {
     let ids = config.point_ids();
     let synopses = config.synopses_config();
+    let packet = config.packet_config();
     info!(
         mode,
         point = ids.point,
@@ -24,14 +25,15 @@ pub fn log_measurement(config: &Config, mode: &str) {
         epoch_ms = *config.epochs.length_ms.get_ref(),
         ring = *config.epochs.ring.get_ref(),
         overrun = ?config.epochs.overrun,
-        identity_seed = config.packet_config().identity_seed,
-        payload_prefix_bytes = config.packet_config().payload_prefix_bytes,
+        identity_seed = packet.identity_seed,
+        payload_prefix_bytes = packet.payload_prefix_bytes,
+        packet_identity = format!("{:#018x}", packet.identity_fingerprint()),
         "measurement"
     );
     if synopses.is_empty() {
         info!("no [synopses.*] table: forwarding only, nothing is measured");
     }
-    for (kind, fingerprint) in synopses.fingerprints() {
+    for (kind, fingerprint) in synopses.fingerprints(&packet) {
         info!(synopsis = %kind, fingerprint = format!("{fingerprint:#018x}"), "synopsis enabled");
     }
 }
@@ -58,8 +60,13 @@ pub fn publisher(config: &Config) -> anyhow::Result<Publisher> {
         sinks.push(Box::new(sink));
     }
     if let Some(ship) = config.ship_config() {
-        let sink = NetworkSink::new(config.point_ids().point, &config.synopses_config(), ship.clone())
-            .with_context(|| format!("cannot set up shipping to the peer {}", ship.peer))?;
+        let sink = NetworkSink::new(
+            config.point_ids().point,
+            &config.synopses_config(),
+            &config.packet_config(),
+            ship.clone(),
+        )
+        .with_context(|| format!("cannot set up shipping to the peer {}", ship.peer))?;
         info!(peer = %ship.peer, spill_dir = ?ship.spill_dir, "shipping epochs to the peer");
         sinks.push(Box::new(sink));
     }
@@ -67,6 +74,7 @@ pub fn publisher(config: &Config) -> anyhow::Result<Publisher> {
         config.point_ids(),
         config.epochs.length_ns(),
         &config.synopsis_set(),
+        &config.packet_config(),
         config.output.colate_archive.as_deref(),
         sinks,
     )

@@ -229,7 +229,10 @@ fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() 
     trace(d);
     let key = d.join("peer.key");
     std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
-    let synopses = "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n";
+    // A packet identity seed other than the default at both points and the collector: the
+    // two-point fingerprints cover it, so a point that shipped under any other would be refused.
+    let synopses =
+        "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n[packet]\nidentity_seed = 5\n";
     let collector_toml = d.join("collector.toml");
     std::fs::write(
         &collector_toml,

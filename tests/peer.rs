@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 use wirelat_control::auth::PreSharedKey;
 use wirelat_control::conn;
 use wirelat_control::sim_point::{Harvest, SimSegments, SimTraffic, simulate};
-use wirelat_control::synopses::SynopsesConfig;
-use wirelat_control::wire::{EpochFrame, HEADER_LEN, Hello, Message, MessageKey, checksum};
+use wirelat_control::synopses::{SynopsesConfig, peer_fingerprint};
+use wirelat_control::wire::{EpochFrame, HEADER_LEN, Hello, Message, MessageKey, WIRE_VERSION, checksum};
+use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::synopsis::colate::{self, Colate, CounterEpoch, QueryOptions};
 use wirelat_dataplane::synopsis::fridge::{self, FridgeSynopsis};
 use wirelat_dataplane::synopsis::lda::{self, Lda};
@@ -423,7 +424,7 @@ fn assert_same(got: &BTreeMap<RecKey, Vec<Option<f64>>>, want: &BTreeMap<RecKey,
 }
 
 fn harvests(t: &SimTraffic) -> [Vec<Harvest>; 2] {
-    simulate(t, &synopses(), SEGMENTS, [1, 2]).expect("simulate")
+    simulate(t, &synopses(), &PacketConfig::default(), SEGMENTS, [1, 2]).expect("simulate")
 }
 
 #[test]
@@ -556,17 +557,30 @@ fn bad_keys_frames_and_configurations_are_refused_and_the_peer_keeps_serving() {
     let t = traffic(6);
     let mut c = Collector::start(&collector_toml(dir.path(), "127.0.0.1:0", "max_body_bytes = 1048576"));
     let psk = PreSharedKey::from_hex(KEY).unwrap();
-    let hello = Hello { point: 1, watermark: 0, fingerprints: synopses().fingerprints() };
+    let packet = PacketConfig::default();
+    let hello = Hello {
+        point: 1,
+        watermark: 0,
+        packet_identity: packet.identity_fingerprint(),
+        fingerprints: synopses().fingerprints(&packet),
+    };
     let key = MessageKey { point: 1, segment: SEGMENTS.forward, epoch: 5, kind: SynopsisKind::Lda };
     let lda = Lda::new(synopses().lda.as_ref().unwrap()).unwrap();
-    let frame = Message::Epoch(EpochFrame {
-        key,
-        fingerprint: lda.config().fingerprint(),
-        complete: true,
-        epoch_len_ns: t.epoch_len_ns,
-        synopsis: lda.encode(),
-    })
-    .encode();
+    let lda_frame = |packet: &PacketConfig| {
+        Message::Epoch(EpochFrame {
+            key,
+            fingerprint: peer_fingerprint(SynopsisKind::Lda, lda.config().fingerprint(), packet),
+            complete: true,
+            epoch_len_ns: t.epoch_len_ns,
+            synopsis: lda.encode(),
+        })
+        .encode()
+    };
+    let frame = lda_frame(&packet);
+    // The same synopsis from a point whose packets hash with another seed: it would pair
+    // nothing with the other point's.
+    let other_packet = PacketConfig { identity_seed: 9, ..PacketConfig::default() };
+    let other_frame = lda_frame(&other_packet);
 
     // A corrupt frame under a valid tag: the checksum catches it.
     let (_raw, mut r, mut w) = bad_client(c.addr, &psk, &hello);
@@ -590,15 +604,21 @@ fn bad_keys_frames_and_configurations_are_refused_and_the_peer_keeps_serving() {
     big[28..32].copy_from_slice(&(64u32 << 20).to_le_bytes());
     raw.write_all(&big).unwrap();
     assert!(assert_closed(&mut r).contains("exceeds the cap"));
-    // An unknown format version.
+    // An unknown format version: a point of the previous one.
     let (mut raw, mut r, _w) = bad_client(c.addr, &psk, &hello);
     let mut v2 = frame.clone();
-    v2[4] = 2;
+    v2[4] = WIRE_VERSION - 1;
     let sum = checksum(&v2[..HEADER_LEN], &v2[HEADER_LEN..]);
     v2[40..48].copy_from_slice(&sum.to_le_bytes());
     raw.write_all(&v2).unwrap();
     raw.write_all(&[0u8; 32]).unwrap();
     assert!(assert_closed(&mut r).contains("version"));
+    // An epoch synopsis made under other packet settings (a spill file of an earlier run,
+    // say) after a good hello: refused by its fingerprint.
+    let (_raw, mut r, mut w) = bad_client(c.addr, &psk, &hello);
+    w.send_frame(&other_frame).unwrap();
+    let why = assert_closed(&mut r);
+    assert!(why.contains("fingerprint") && why.contains("[packet]"), "{why}");
 
     // Now the good points run, while a wrong key and a mismatched fingerprint keep knocking.
     let a = sim_point(&point_toml(dir.path(), "a", c.addr, &t, ""), &["--pace-ms", "20"]);
@@ -613,6 +633,17 @@ fn bad_keys_frames_and_configurations_are_refused_and_the_peer_keeps_serving() {
         let (mut r, _w) =
             conn::client_handshake(s, &psk, &h, 1 << 20, Duration::from_secs(5)).expect("handshake");
         assert!(assert_closed(&mut r).contains("fingerprint"));
+        // A point whose packet settings differ: its hello says so, naming the settings.
+        let h = Hello {
+            packet_identity: other_packet.identity_fingerprint(),
+            fingerprints: synopses().fingerprints(&other_packet),
+            ..hello.clone()
+        };
+        let s = TcpStream::connect(c.addr).unwrap();
+        let (mut r, _w) =
+            conn::client_handshake(s, &psk, &h, 1 << 20, Duration::from_secs(5)).expect("handshake");
+        let why = assert_closed(&mut r);
+        assert!(why.contains("identity_seed") && why.contains("[packet]"), "{why}");
         std::thread::sleep(Duration::from_millis(50));
     }
     finish(a, "point a");

@@ -11,7 +11,7 @@
 //! ```text
 //! file   = header record*
 //! header = "WLCOLATE" | version u8 | point u32 | window_len_ns u64 | fingerprint u64
-//!          | config_len u16 | config (postcard) | xxh3 of all the above u64
+//!          | packet_identity u64 | config_len u16 | config (postcard) | xxh3 of all the above u64
 //! record = body_len u32 | xxh3(body) u64 | body (CounterEpoch encoding)
 //! ```
 //!
@@ -35,7 +35,11 @@ pub const MAGIC: &[u8; 8] = b"WLCOLATE";
 /// The format version this build writes and reads. 2 since `FlowKey::hash` hashes the key
 /// padded to 40 bytes: an archive's cells were placed by its build's flow hash, so a version-1
 /// archive queried with this build's hashes would read the wrong cells; it is refused instead.
-pub const VERSION: u8 = 2;
+/// 3 since the header records the point's packet identity settings (`packet_identity`).
+pub const VERSION: u8 = 3;
+/// Bytes of a header before its config: magic, version, point, window, fingerprint, packet
+/// identity, config length.
+const FIXED_HEADER_BYTES: usize = 8 + 1 + 4 + 8 + 8 + 8 + 2;
 /// Largest config encoding accepted in a header.
 const MAX_CONFIG_BYTES: usize = 1024;
 /// Bytes of a record's frame before its body.
@@ -149,6 +153,10 @@ pub struct ArchiveHeader {
     pub window_len_ns: u64,
     /// The point's COLATE configuration.
     pub config: ColateConfig,
+    /// `PacketConfig::identity_fingerprint` of the point that measured the epochs: the cells
+    /// were placed by flow hashes and packet identities of those settings, so archives of two
+    /// points are queried together only when it is the same.
+    pub packet_identity: u64,
 }
 
 impl ArchiveHeader {
@@ -158,12 +166,13 @@ impl ArchiveHeader {
             path: PathBuf::new(),
             reason: format!("config does not encode: {e}"),
         })?;
-        let mut out = Vec::with_capacity(41 + cfg.len());
+        let mut out = Vec::with_capacity(FIXED_HEADER_BYTES + 8 + cfg.len());
         out.extend_from_slice(MAGIC);
         out.push(VERSION);
         out.extend_from_slice(&self.point.to_le_bytes());
         out.extend_from_slice(&self.window_len_ns.to_le_bytes());
         out.extend_from_slice(&self.config.fingerprint().to_le_bytes());
+        out.extend_from_slice(&self.packet_identity.to_le_bytes());
         out.extend_from_slice(&(cfg.len() as u16).to_le_bytes());
         out.extend_from_slice(&cfg);
         let sum = xxh3_64(&out);
@@ -174,23 +183,26 @@ impl ArchiveHeader {
     /// Reads a header from the start of `r`; returns it and its length.
     fn read(r: &mut impl Read, path: &Path, file_len: u64) -> Result<(Self, u64), ArchiveError> {
         let bad = |reason: String| ArchiveError::BadHeader { path: path.to_owned(), reason };
-        let mut fixed = [0u8; 31];
-        read_exact_at(r, &mut fixed, path, 0, file_len)?;
-        if &fixed[..8] != MAGIC {
+        let mut fixed = [0u8; FIXED_HEADER_BYTES];
+        // The magic first, so a short file of another kind is named as such, not as truncated.
+        read_exact_at(r, &mut fixed[..MAGIC.len()], path, 0, file_len)?;
+        if &fixed[..MAGIC.len()] != MAGIC {
             return Err(bad("not a COLATE archive (magic)".into()));
         }
+        read_exact_at(r, &mut fixed[MAGIC.len()..], path, 0, file_len.saturating_sub(MAGIC.len() as u64))?;
         if fixed[8] != VERSION {
             return Err(bad(format!("format version {} (this build reads {VERSION})", fixed[8])));
         }
         let point = u32::from_le_bytes(arr(&fixed[9..13]));
         let window_len_ns = u64::from_le_bytes(arr(&fixed[13..21]));
         let fingerprint = u64::from_le_bytes(arr(&fixed[21..29]));
-        let cfg_len = u16::from_le_bytes(arr(&fixed[29..31])) as usize;
+        let packet_identity = u64::from_le_bytes(arr(&fixed[29..37]));
+        let cfg_len = u16::from_le_bytes(arr(&fixed[37..39])) as usize;
         if cfg_len > MAX_CONFIG_BYTES {
             return Err(bad(format!("config of {cfg_len} bytes")));
         }
         let mut rest = vec![0u8; cfg_len + 8];
-        read_exact_at(r, &mut rest, path, 0, file_len.saturating_sub(31))?;
+        read_exact_at(r, &mut rest, path, 0, file_len.saturating_sub(FIXED_HEADER_BYTES as u64))?;
         let (cfg_bytes, sum) = rest.split_at(cfg_len);
         let mut all = fixed.to_vec();
         all.extend_from_slice(cfg_bytes);
@@ -206,7 +218,10 @@ impl ArchiveHeader {
         if window_len_ns == 0 {
             return Err(bad("window length 0".into()));
         }
-        Ok((Self { point, window_len_ns, config }, (31 + cfg_len + 8) as u64))
+        Ok((
+            Self { point, window_len_ns, config, packet_identity },
+            (FIXED_HEADER_BYTES + cfg_len + 8) as u64,
+        ))
     }
 
     /// The largest record body this configuration can produce (every cell at 64 bits).
@@ -382,12 +397,15 @@ impl ArchiveWriter {
             return Err(ArchiveError::Mismatch {
                 path,
                 reason: format!(
-                    "archive holds point {} (fingerprint {:#018x}, window {} ns), not point {} ({:#018x}, {} ns)",
+                    "archive holds point {} (fingerprint {:#018x}, packet identity {:#018x}, window {} ns), \
+                     not point {} ({:#018x}, {:#018x}, {} ns)",
                     reader.header.point,
                     reader.header.config.fingerprint(),
+                    reader.header.packet_identity,
                     reader.header.window_len_ns,
                     header.point,
                     header.config.fingerprint(),
+                    header.packet_identity,
                     header.window_len_ns
                 ),
             });
@@ -595,7 +613,8 @@ impl ColateStore {
 
     /// Estimates the flow's latency from `sender` to `receiver`: overlap selection at both
     /// points grown to a common window range ([`select_aligned`]), then
-    /// [`Segment::query`]. Archives of different configurations or window lengths are refused.
+    /// [`Segment::query`]. Archives of different configurations, window lengths or packet
+    /// identity settings are refused.
     pub fn query_flow(&self, q: &FlowQuery) -> Result<FlowLatencyReport, ArchiveError> {
         let (s, r) = (self.archive(q.sender)?, self.archive(q.receiver)?);
         if s.header.config != r.header.config || s.header.window_len_ns != r.header.window_len_ns {
@@ -603,6 +622,16 @@ impl ColateStore {
                 what: format!("archives of points {} and {}", q.sender, q.receiver),
                 ours: s.header.config.fingerprint(),
                 theirs: r.header.config.fingerprint(),
+            }));
+        }
+        if s.header.packet_identity != r.header.packet_identity {
+            return Err(ArchiveError::Query(QueryError::ConfigMismatch {
+                what: format!(
+                    "packet identity settings (identity_seed, payload_prefix_bytes) of points {} and {}",
+                    q.sender, q.receiver
+                ),
+                ours: s.header.packet_identity,
+                theirs: r.header.packet_identity,
             }));
         }
         let cfg = &s.header.config;
@@ -636,7 +665,7 @@ mod tests {
     }
 
     fn header(point: u32) -> ArchiveHeader {
-        ArchiveHeader { point, window_len_ns: WINDOW, config: config() }
+        ArchiveHeader { point, window_len_ns: WINDOW, config: config(), packet_identity: 0x1d }
     }
 
     /// Two points, 8 windows of traffic: flow 1 (300 packets, 2 µs latency) among 200 others.
@@ -759,6 +788,43 @@ mod tests {
             options: QueryOptions::default(),
         };
         assert!(matches!(store.query_flow(&q), Err(ArchiveError::Query(QueryError::ConfigMismatch { .. }))));
+    }
+
+    #[test]
+    fn archives_of_different_packet_identities_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ps, _, _) = record(dir.path());
+        // The same point reopened under other packet settings: its cells would mix two hashings.
+        let moved = ArchiveHeader { packet_identity: 0x2e, ..header(1) };
+        let e = ArchiveWriter::open_or_create(&ps, moved).err().unwrap();
+        assert!(
+            matches!(e, ArchiveError::Mismatch { .. }) && e.to_string().contains("0x000000000000002e"),
+            "{e}"
+        );
+        // Point 2 measured with other packet settings: same COLATE config, refused by the query.
+        let other = dir.path().join("other.colate");
+        let h = ArchiveHeader { packet_identity: 0x2e, ..header(2) };
+        let mut w = ArchiveWriter::create(&other, h.clone()).unwrap();
+        let mut v = Colate::new(&h.config).unwrap();
+        v.update_raw(1, 1, 3 * WINDOW);
+        let mut acc = EpochAccumulator::new(&h.config, 2, 0).unwrap();
+        acc.push_window(3, &v).unwrap();
+        w.append(&acc.flush().unwrap()).unwrap();
+        assert_eq!(ArchiveReader::open(&other).unwrap().header().packet_identity, 0x2e);
+        let store = ColateStore::open(&[ps, other]).unwrap();
+        let q = FlowQuery {
+            flow_hash: 1,
+            packets: 1,
+            sender: 1,
+            receiver: 2,
+            start_ns: 3 * WINDOW,
+            end_ns: 3 * WINDOW,
+            max_latency_ns: 0,
+            options: QueryOptions::default(),
+        };
+        let e = store.query_flow(&q).unwrap_err();
+        assert!(matches!(e, ArchiveError::Query(QueryError::ConfigMismatch { .. })), "{e}");
+        assert!(e.to_string().contains("packet identity"), "{e}");
     }
 
     #[test]

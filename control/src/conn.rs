@@ -244,7 +244,7 @@ mod tests {
     }
 
     fn hello() -> Hello {
-        Hello { point: 4, watermark: 7, fingerprints: vec![(SynopsisKind::Lda, 11)] }
+        Hello { point: 4, watermark: 7, packet_identity: 3, fingerprints: vec![(SynopsisKind::Lda, 11)] }
     }
 
     #[test]

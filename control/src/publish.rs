@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use thiserror::Error;
 use tracing::warn;
+use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::pipeline::{Direction, DirectionSynopses, EpochSynopses, SynopsisSet};
 use wirelat_dataplane::synopsis::colate::{AccumulateError, Colate, EpochAccumulator};
 use wirelat_dataplane::synopsis::fridge;
@@ -17,6 +18,7 @@ use wirelat_dataplane::synopsis::{ConfigError, Synopsis, SynopsisConfig, Synopsi
 
 use crate::colate_archive::{ArchiveError, ArchiveHeader, ArchiveWriter};
 use crate::sink::{EpochMessage, EpochSink, LOCAL_SEGMENT};
+use crate::synopses::peer_fingerprint;
 
 /// Who measured: the point id and the segment id of each direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,16 +101,20 @@ pub struct Publisher {
     counters: PublishCounters,
     /// The last progress watermark handed to the sinks.
     progress: u64,
+    /// The point's packet settings: two-point fingerprints cover its identity settings.
+    packet: PacketConfig,
 }
 
 impl Publisher {
-    /// A publisher for a point running `set`, delivering to `sinks`. With `colate_archive_dir`,
+    /// A publisher for a point running `set` with packet settings `packet` (they enter the
+    /// fingerprint of every two-point message), delivering to `sinks`. With `colate_archive_dir`,
     /// closed COLATE counter epochs of each direction are appended to
     /// `<dir>/colate-point<P>-segment<S>.archive` (continued if it exists).
     pub fn new(
         ids: PointIds,
         epoch_len_ns: u64,
         set: &SynopsisSet,
+        packet: &PacketConfig,
         colate_archive_dir: Option<&Path>,
         sinks: Vec<Box<dyn EpochSink>>,
     ) -> Result<Self, PublishError> {
@@ -122,7 +128,12 @@ impl Publisher {
                 let archive = match colate_archive_dir {
                     Some(dir) => Some(ArchiveWriter::open_or_create(
                         colate_archive_path(dir, ids.point, ids.segment(d)),
-                        ArchiveHeader { point: ids.point, window_len_ns: epoch_len_ns, config: cfg.clone() },
+                        ArchiveHeader {
+                            point: ids.point,
+                            window_len_ns: epoch_len_ns,
+                            config: cfg.clone(),
+                            packet_identity: packet.identity_fingerprint(),
+                        },
                     )?),
                     None => None,
                 };
@@ -131,7 +142,15 @@ impl Publisher {
                     Some(ColateOutput { acc: EpochAccumulator::new(cfg, ids.point, first_seq)?, archive });
             }
         }
-        Ok(Self { ids, epoch_len_ns, sinks, colate, counters: PublishCounters::default(), progress: 0 })
+        Ok(Self {
+            ids,
+            epoch_len_ns,
+            sinks,
+            colate,
+            counters: PublishCounters::default(),
+            progress: 0,
+            packet: packet.clone(),
+        })
     }
 
     /// What was published so far.
@@ -261,7 +280,7 @@ impl Publisher {
             epoch,
             epoch_len_ns: self.epoch_len_ns,
             kind: S::Config::KIND,
-            fingerprint: s.config().fingerprint(),
+            fingerprint: peer_fingerprint(S::Config::KIND, s.config().fingerprint(), &self.packet),
             complete,
             body,
             summary,

@@ -40,6 +40,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use thiserror::Error;
+use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::synopsis::rda::TimestampCache;
 
 /// `[ship]`: where and how a point ships its epochs.
@@ -234,6 +235,8 @@ struct Shared {
     cfg: ShipConfig,
     psk: PreSharedKey,
     fingerprints: Vec<(wirelat_dataplane::synopsis::SynopsisKind, u64)>,
+    /// `PacketConfig::identity_fingerprint` of the point, for the hello.
+    packet_identity: u64,
     queue: Mutex<Queue>,
     wake: Condvar,
     stop: AtomicBool,
@@ -322,11 +325,17 @@ impl NetworkSink {
 }
 
 impl NetworkSink {
-    /// A sink for `point` that ships to `cfg.peer`. `synopses` is the point's synopsis
-    /// configuration: its fingerprints go into the hello, and RDA late binding needs it.
+    /// A sink for `point` that ships to `cfg.peer`. `synopses` and `packet` are the point's
+    /// synopsis and packet configuration: their fingerprints go into the hello, and RDA late
+    /// binding needs the former.
     /// Loads the spill directory (resending what a previous run left unacknowledged) and
     /// starts the shipper thread.
-    pub fn new(point: u32, synopses: &SynopsesConfig, cfg: ShipConfig) -> Result<Self, ShipError> {
+    pub fn new(
+        point: u32,
+        synopses: &SynopsesConfig,
+        packet: &PacketConfig,
+        cfg: ShipConfig,
+    ) -> Result<Self, ShipError> {
         if cfg.queue_messages == 0 {
             return Err(ShipError::Config("queue_messages must be at least 1".into()));
         }
@@ -364,7 +373,8 @@ impl NetworkSink {
         );
         let shared = Arc::new(Shared {
             point,
-            fingerprints: synopses.fingerprints(),
+            fingerprints: synopses.fingerprints(packet),
+            packet_identity: packet.identity_fingerprint(),
             psk,
             queue: Mutex::new(queue),
             wake: Condvar::new(),
@@ -551,7 +561,12 @@ fn session(s: &Arc<Shared>) -> Result<(), (bool, ConnError)> {
     let stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| (false, e.into()))?;
     // Not the full watermark: what is unacknowledged below it is only about to be resent.
     let watermark = lock(&s.queue).safe_watermark();
-    let hello = Hello { point: s.point, watermark, fingerprints: s.fingerprints.clone() };
+    let hello = Hello {
+        point: s.point,
+        watermark,
+        packet_identity: s.packet_identity,
+        fingerprints: s.fingerprints.clone(),
+    };
     let (reader, writer) = conn::client_handshake(stream, &s.psk, &hello, s.cfg.max_body_bytes, timeout)
         .map_err(|e| (false, e))?;
     let writer = Arc::new(Mutex::new(writer));

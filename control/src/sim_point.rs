@@ -13,14 +13,14 @@
 
 use crate::ship::{NetworkSink, ShipConfig};
 use crate::sink::{EpochMessage, EpochSink, LOCAL_SEGMENT};
-use crate::synopses::SynopsesConfig;
+use crate::synopses::{SynopsesConfig, peer_fingerprint};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::time::Duration;
-use wirelat_dataplane::packet::{Exchange, ExchangeKind, FlowKey, Role};
+use wirelat_dataplane::packet::{Exchange, ExchangeKind, FlowKey, PacketConfig, Role};
 use wirelat_dataplane::sim::{DelayModel, rng};
 use wirelat_dataplane::synopsis::colate::Colate;
 use wirelat_dataplane::synopsis::fridge::FridgeSynopsis;
@@ -102,6 +102,10 @@ pub struct SimPointConfig {
     /// Synopses (the same tables as the collector's).
     #[serde(default)]
     pub synopses: SynopsesConfig,
+    /// Packet settings (the same `[packet]` as the collector's). Only their fingerprint is
+    /// used: the simulated identities are drawn, not hashed.
+    #[serde(default)]
+    pub packet: PacketConfig,
 }
 
 /// What one point's control thread hands its sinks for one epoch.
@@ -262,10 +266,11 @@ fn message(
 }
 
 /// Both points' harvests (`[a, b]`, epochs ascending; only epochs with packets), for point ids
-/// `ids = [a, b]`.
+/// `ids = [a, b]`. `packet` only enters the messages' fingerprints, as at a real point.
 pub fn simulate(
     t: &SimTraffic,
     syn: &SynopsesConfig,
+    packet: &PacketConfig,
     seg: SimSegments,
     ids: [u32; 2],
 ) -> Result<[Vec<Harvest>; 2], String> {
@@ -319,7 +324,7 @@ pub fn simulate(
                     epoch,
                     e,
                     SynopsisKind::Lda,
-                    s.config().fingerprint(),
+                    peer_fingerprint(SynopsisKind::Lda, s.config().fingerprint(), packet),
                     s.encode(),
                 ));
             }
@@ -330,7 +335,7 @@ pub fn simulate(
                     epoch,
                     e,
                     SynopsisKind::Lds,
-                    s.config().fingerprint(),
+                    peer_fingerprint(SynopsisKind::Lds, s.config().fingerprint(), packet),
                     s.encode(),
                 ));
             }
@@ -341,7 +346,7 @@ pub fn simulate(
                     epoch,
                     e,
                     SynopsisKind::Rda,
-                    s.config().fingerprint(),
+                    peer_fingerprint(SynopsisKind::Rda, s.config().fingerprint(), packet),
                     s.encode(),
                 ));
                 h.rda_caches.push((segment, s.take_cache()));
@@ -353,7 +358,7 @@ pub fn simulate(
                     epoch,
                     e,
                     SynopsisKind::Colate,
-                    s.config().fingerprint(),
+                    peer_fingerprint(SynopsisKind::Colate, s.config().fingerprint(), packet),
                     s.encode(),
                 ));
             }
@@ -370,7 +375,7 @@ pub fn simulate(
                 epoch,
                 e,
                 SynopsisKind::Fridge,
-                f.config().fingerprint(),
+                peer_fingerprint(SynopsisKind::Fridge, f.config().fingerprint(), packet),
                 f.encode(),
             ));
         }
@@ -404,9 +409,9 @@ pub fn run(config: &Path, opts: RunOptions) -> Result<(), String> {
     if which == 1 {
         ids.swap(0, 1);
     }
-    let harvests = simulate(&cfg.sim, &cfg.synopses, cfg.segments, ids)?;
-    let mut sink =
-        NetworkSink::new(cfg.point.id, &cfg.synopses, cfg.ship.clone()).map_err(|e| e.to_string())?;
+    let harvests = simulate(&cfg.sim, &cfg.synopses, &cfg.packet, cfg.segments, ids)?;
+    let mut sink = NetworkSink::new(cfg.point.id, &cfg.synopses, &cfg.packet, cfg.ship.clone())
+        .map_err(|e| e.to_string())?;
     let base = cfg.sim.first_epoch;
     for h in harvests.into_iter().nth(which).unwrap_or_default() {
         let rel = h.epoch.saturating_sub(base);
@@ -467,13 +472,13 @@ mod tests {
         assert_eq!(fwd(&a, 0), 300);
         assert_eq!(fwd(&b, 2), 0, "b sees no forward packet in the blackout epoch");
         let syn = SynopsesConfig { lda: Some(LdaConfig::single_bank(64, 1.0, 1)), ..Default::default() };
-        let [ha, hb] = simulate(&traffic_cfg(), &syn, seg, [7, 8]).unwrap();
+        let [ha, hb] = simulate(&traffic_cfg(), &syn, &PacketConfig::default(), seg, [7, 8]).unwrap();
         // Four epochs, plus the reverse packets that reach a after the last boundary.
         assert_eq!(ha.len(), 5);
         assert!(ha.iter().all(|h| h.messages.iter().all(|m| m.point == 7)));
         assert!(hb.iter().all(|h| h.messages.iter().all(|m| m.point == 8)));
         // Deterministic.
-        let [ha2, _] = simulate(&traffic_cfg(), &syn, seg, [7, 8]).unwrap();
+        let [ha2, _] = simulate(&traffic_cfg(), &syn, &PacketConfig::default(), seg, [7, 8]).unwrap();
         assert_eq!(
             ha.iter().map(|h| h.messages.clone()).collect::<Vec<_>>(),
             ha2.iter().map(|h| h.messages.clone()).collect::<Vec<_>>()

@@ -11,6 +11,7 @@
 //! A missing table means that synopsis is off.
 
 use serde::{Deserialize, Serialize};
+use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::synopsis::colate::ColateConfig;
 use wirelat_dataplane::synopsis::fridge::FridgeConfig;
 use wirelat_dataplane::synopsis::lda::LdaConfig;
@@ -55,37 +56,72 @@ impl SynopsesConfig {
         Ok(())
     }
 
-    /// The enabled synopses and their configuration fingerprints, in kind order (what operators
-    /// compare between two points, and what the peer checks every message against).
-    pub fn fingerprints(&self) -> Vec<(SynopsisKind, u64)> {
+    /// The enabled synopses and the fingerprints the peer checks, in kind order (what operators
+    /// compare between two points, what a point's hello lists and what every epoch message
+    /// carries).
+    ///
+    /// A fridge's is its configuration's fingerprint. A two-point synopsis's also covers
+    /// `packet`'s identity settings ([`PacketConfig::identity_fingerprint`]): its two points
+    /// pair packets by identity and flow hash, so two points that hash differently would pair
+    /// nothing and report near-total loss. With the settings in the fingerprint the peer
+    /// refuses them instead.
+    pub fn fingerprints(&self, packet: &PacketConfig) -> Vec<(SynopsisKind, u64)> {
         let mut v = Vec::new();
+        let mut push = |kind, config_fingerprint| {
+            v.push((kind, peer_fingerprint(kind, config_fingerprint, packet)));
+        };
         if let Some(c) = &self.fridge {
-            v.push((SynopsisKind::Fridge, c.fingerprint()));
+            push(SynopsisKind::Fridge, c.fingerprint());
         }
         if let Some(c) = &self.lda {
-            v.push((SynopsisKind::Lda, c.fingerprint()));
+            push(SynopsisKind::Lda, c.fingerprint());
         }
         if let Some(c) = &self.lds {
-            v.push((SynopsisKind::Lds, c.fingerprint()));
+            push(SynopsisKind::Lds, c.fingerprint());
         }
         if let Some(c) = &self.rda {
-            v.push((SynopsisKind::Rda, c.fingerprint()));
+            push(SynopsisKind::Rda, c.fingerprint());
         }
         if let Some(c) = &self.colate {
-            v.push((SynopsisKind::Colate, c.fingerprint()));
+            push(SynopsisKind::Colate, c.fingerprint());
         }
         v
     }
 
-    /// The fingerprint of one enabled synopsis.
-    pub fn fingerprint_of(&self, kind: SynopsisKind) -> Option<u64> {
-        self.fingerprints().into_iter().find(|(k, _)| *k == kind).map(|(_, f)| f)
+    /// The fingerprint the peer checks for one enabled synopsis (see [`Self::fingerprints`]).
+    pub fn fingerprint_of(&self, kind: SynopsisKind, packet: &PacketConfig) -> Option<u64> {
+        self.fingerprints(packet).into_iter().find(|(k, _)| *k == kind).map(|(_, f)| f)
+    }
+
+    /// True when `kind` is enabled.
+    pub fn enables(&self, kind: SynopsisKind) -> bool {
+        match kind {
+            SynopsisKind::Fridge => self.fridge.is_some(),
+            SynopsisKind::Lda => self.lda.is_some(),
+            SynopsisKind::Lds => self.lds.is_some(),
+            SynopsisKind::Rda => self.rda.is_some(),
+            SynopsisKind::Colate => self.colate.is_some(),
+        }
     }
 
     /// True when no synopsis is enabled (forward-only).
     pub fn is_empty(&self) -> bool {
-        self.fingerprints().is_empty()
+        !SynopsisKind::ALL.into_iter().any(|k| self.enables(k))
     }
+}
+
+/// The fingerprint the peer checks for a `kind` synopsis whose configuration fingerprint is
+/// `config_fingerprint`, at a point with packet settings `packet` (see
+/// [`SynopsesConfig::fingerprints`]): the configuration's own for the fridge, which pairs
+/// packets at one point; for a two-point synopsis, xxh3 of it and the packet identity's.
+pub fn peer_fingerprint(kind: SynopsisKind, config_fingerprint: u64, packet: &PacketConfig) -> u64 {
+    if kind == SynopsisKind::Fridge {
+        return config_fingerprint;
+    }
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&config_fingerprint.to_le_bytes());
+    bytes[8..].copy_from_slice(&packet.identity_fingerprint().to_le_bytes());
+    xxhash_rust::xxh3::xxh3_64(&bytes)
 }
 
 #[cfg(test)]
@@ -103,15 +139,46 @@ mod tests {
     #[test]
     fn enabled_synopses_are_validated_and_fingerprinted() {
         let lda = LdaConfig::single_bank(1024, 1.0, 7);
+        let packet = PacketConfig::default();
         let c = SynopsesConfig { lda: Some(lda.clone()), ..Default::default() };
-        assert_eq!(c.fingerprints(), vec![(SynopsisKind::Lda, lda.fingerprint())]);
-        assert_eq!(c.fingerprint_of(SynopsisKind::Lda), Some(lda.fingerprint()));
-        assert_eq!(c.fingerprint_of(SynopsisKind::Rda), None);
+        let fp = c.fingerprint_of(SynopsisKind::Lda, &packet).unwrap();
+        assert_eq!(c.fingerprints(&packet), vec![(SynopsisKind::Lda, fp)]);
+        assert_ne!(fp, lda.fingerprint());
+        assert_eq!(fp, peer_fingerprint(SynopsisKind::Lda, lda.fingerprint(), &packet));
+        assert_eq!(c.fingerprint_of(SynopsisKind::Rda, &packet), None);
+        assert!(c.enables(SynopsisKind::Lda) && !c.enables(SynopsisKind::Fridge) && !c.is_empty());
         // Round trip through TOML keeps the fingerprint (both points read the same file).
         let text = toml::to_string(&c).unwrap();
         let back: SynopsesConfig = toml::from_str(&text).unwrap();
-        assert_eq!(back.fingerprints(), c.fingerprints());
+        assert_eq!(back.fingerprints(&packet), c.fingerprints(&packet));
         let bad = SynopsesConfig { lda: Some(LdaConfig::single_bank(3, 1.0, 7)), ..Default::default() };
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn two_point_fingerprints_cover_the_packet_identity_and_the_fridge_does_not() {
+        // The shipped collector enables all five.
+        #[derive(Deserialize)]
+        struct Shipped {
+            synopses: SynopsesConfig,
+        }
+        let all = toml::from_str::<Shipped>(include_str!("../../configs/collector.toml")).unwrap().synopses;
+        let a = PacketConfig::default();
+        let seed = PacketConfig { identity_seed: 9, ..a.clone() };
+        let prefix = PacketConfig { payload_prefix_bytes: 8, ..a.clone() };
+        let mut classify = a.clone();
+        classify.classify.tcp_data = true;
+        assert_eq!(all.fingerprints(&classify), all.fingerprints(&a));
+        for other in [&seed, &prefix] {
+            for ((k, f), (k2, g)) in all.fingerprints(&a).into_iter().zip(all.fingerprints(other)) {
+                assert_eq!(k, k2);
+                if k == SynopsisKind::Fridge {
+                    assert_eq!(f, g, "the fridge pairs packets at one point only");
+                } else {
+                    assert_ne!(f, g, "{k} must not pair points that hash packets differently");
+                }
+            }
+        }
+        assert_eq!(all.fingerprints(&a).len(), 5);
     }
 }

@@ -23,7 +23,8 @@
 //!
 //! Bodies:
 //! - `ClientHello`, `ServerHello`: a 32-byte nonce.
-//! - `Hello`: watermark u64, n u8 (≤ 5), n × (kind u8, fingerprint u64).
+//! - `Hello`: watermark u64, packet identity fingerprint u64, n u8 (≤ 5),
+//!   n × (kind u8, fingerprint u64).
 //! - `Epoch`: epoch_len_ns u64, then the synopsis encoding (`Synopsis::encode`) to the end.
 //! - `Ack`: empty (the header names the acknowledged epoch synopsis).
 //! - `Progress`: the header's epoch is the watermark (every epoch below it was delivered);
@@ -45,8 +46,12 @@ use xxhash_rust::xxh3::Xxh3;
 
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"WLAT";
-/// The frame format version this build writes and reads.
-pub const WIRE_VERSION: u8 = 1;
+/// The frame format version this build writes and reads. 2 since a point's hello carries its
+/// packet identity fingerprint and the two-point synopses' fingerprints cover it: a version-1
+/// point's fingerprints would all read as mismatches, so it is refused by version instead,
+/// which says what is wrong. Spill files of version 1 are unreadable to this build and
+/// counted as such (`spill_corrupt`) when loaded.
+pub const WIRE_VERSION: u8 = 2;
 /// Bytes of the fixed header.
 pub const HEADER_LEN: usize = 48;
 /// Bytes of the header covered by the checksum (all but the checksum itself).
@@ -363,7 +368,12 @@ pub struct Hello {
     pub point: u32,
     /// Every epoch below this one has been delivered by the point's runtime.
     pub watermark: u64,
-    /// The point's enabled synopses and their configuration fingerprints.
+    /// The point's packet identity settings (`PacketConfig::identity_fingerprint`). The
+    /// two-point fingerprints cover them already; sent apart so a refusal can say which of the
+    /// two differs.
+    pub packet_identity: u64,
+    /// The point's enabled synopses and the fingerprints the peer checks
+    /// (`SynopsesConfig::fingerprints`).
     pub fingerprints: Vec<(SynopsisKind, u64)>,
 }
 
@@ -553,6 +563,7 @@ impl Message {
             Message::Hello(hello) => {
                 h.point = hello.point;
                 w.u64(hello.watermark);
+                w.u64(hello.packet_identity);
                 let n = hello.fingerprints.len().min(SynopsisKind::ALL.len());
                 w.u8(n as u8);
                 for (k, f) in hello.fingerprints.iter().take(n) {
@@ -722,6 +733,7 @@ fn decode_body_inner(h: &Header, r: &mut Reader<'_>) -> Result<Message, DecodeEr
         MessageType::ServerHello => Message::ServerHello { nonce: nonce(r)? },
         MessageType::Hello => {
             let watermark = r.u64()?;
+            let packet_identity = r.u64()?;
             let n = r.u8()? as usize;
             if n > SynopsisKind::ALL.len() {
                 return Err(invalid(
@@ -739,7 +751,7 @@ fn decode_body_inner(h: &Header, r: &mut Reader<'_>) -> Result<Message, DecodeEr
                 }
                 fingerprints.push((k, r.u64()?));
             }
-            Message::Hello(Hello { point: h.point, watermark, fingerprints })
+            Message::Hello(Hello { point: h.point, watermark, packet_identity, fingerprints })
         }
         MessageType::Epoch => {
             let key = key_of(h)?;
@@ -832,6 +844,7 @@ mod tests {
             Message::Hello(Hello {
                 point: 7,
                 watermark: 12,
+                packet_identity: 0x0123_4567_89ab_cdef,
                 fingerprints: vec![(SynopsisKind::Lda, 5), (SynopsisKind::Rda, 6)],
             }),
             Message::Epoch(EpochFrame {
@@ -905,9 +918,12 @@ mod tests {
         let mut b = good.clone();
         b[0] = b'X';
         assert_eq!(Message::decode(&b, cap).unwrap_err().reason(), "bad_magic");
-        let mut b = good.clone();
-        b[4] = 2;
-        assert_eq!(Message::decode(&b, cap).unwrap_err(), WireError::UnknownVersion { found: 2 });
+        // The previous format (a point not yet upgraded) and a later one.
+        for v in [1, WIRE_VERSION + 1] {
+            let mut b = good.clone();
+            b[4] = v;
+            assert_eq!(Message::decode(&b, cap).unwrap_err(), WireError::UnknownVersion { found: v });
+        }
         let mut b = good.clone();
         b[5] = 200;
         assert_eq!(Message::decode(&b, cap).unwrap_err().reason(), "unknown_type");
@@ -964,6 +980,7 @@ mod tests {
         let hello = Message::Hello(Hello {
             point: 1,
             watermark: 0,
+            packet_identity: 5,
             fingerprints: vec![(SynopsisKind::Lda, 1), (SynopsisKind::Lda, 2)],
         });
         assert_eq!(Message::decode(&hello.encode(), cap).unwrap_err().reason(), "malformed_body");

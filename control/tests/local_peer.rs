@@ -11,6 +11,7 @@ use wirelat_control::peer::{self, PeerConfig};
 use wirelat_control::ship::{NetworkSink, ShipConfig};
 use wirelat_control::sim_point::{Harvest, SimSegments, SimTraffic, simulate};
 use wirelat_control::sink::EpochSink;
+use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::synopsis::lda::{self, Lda};
 use wirelat_dataplane::synopsis::rda::{self, LocalCache, PeelGuards, Rda, Side, TimestampCache};
 use wirelat_dataplane::synopsis::{Synopsis, SynopsisKind};
@@ -87,11 +88,15 @@ fn an_in_process_peer_pairs_local_and_remote_epochs() {
         blackout_epochs: vec![],
         dns_per_epoch: 0,
     };
-    let [ha, hb] = simulate(&t, &syn, segs, [1, 2]).unwrap();
+    let [ha, hb] = simulate(&t, &syn, &PacketConfig::default(), segs, [1, 2]).unwrap();
     let mut b = handle.local_sink(2, Duration::from_secs(60), Some(dir.path().join("spill-b"))).unwrap();
-    let mut a =
-        NetworkSink::new(1, &syn, ShipConfig::new(handle.local_addr().to_string(), dir.path().join("k")))
-            .unwrap();
+    let mut a = NetworkSink::new(
+        1,
+        &syn,
+        &PacketConfig::default(),
+        ShipConfig::new(handle.local_addr().to_string(), dir.path().join("k")),
+    )
+    .unwrap();
     // Epoch by epoch, as two running appliances would.
     for i in 0..ha.len().max(hb.len()) {
         feed(&mut a, ha.get(i));
@@ -189,11 +194,15 @@ fn late_binding_rda_is_bound_over_the_network() {
         blackout_epochs: vec![],
         dns_per_epoch: 0,
     };
-    let [ha, hb] = simulate(&t, &syn, segs, [1, 2]).unwrap();
+    let [ha, hb] = simulate(&t, &syn, &PacketConfig::default(), segs, [1, 2]).unwrap();
     let mut b = handle.local_sink(2, Duration::from_secs(60), None).unwrap();
-    let mut a =
-        NetworkSink::new(1, &syn, ShipConfig::new(handle.local_addr().to_string(), dir.path().join("k")))
-            .unwrap();
+    let mut a = NetworkSink::new(
+        1,
+        &syn,
+        &PacketConfig::default(),
+        ShipConfig::new(handle.local_addr().to_string(), dir.path().join("k")),
+    )
+    .unwrap();
     for i in 0..ha.len().max(hb.len()) {
         feed(&mut a, ha.get(i));
         feed(&mut b, hb.get(i));

@@ -148,7 +148,13 @@ downstream = 2
 id = 2
 upstream = 2
 downstream = 1
+
+# The points' identity settings: they enter every two-point fingerprint checked here.
+[packet]
+identity_seed = {seed}
+payload_prefix_bytes = 32
 {synopses}"#,
+        seed = IDENTITY_SEED,
         key = quoted(&key),
         records = quoted(plan.records),
         epoch_ns = plan.epoch_len_ms * 1_000_000,

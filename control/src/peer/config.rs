@@ -28,6 +28,7 @@ use crate::synopses::SynopsesConfig;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
+use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::synopsis::SynopsisKind;
 use wirelat_dataplane::synopsis::colate::Repetitions;
 use wirelat_dataplane::synopsis::rda::PeelGuards;
@@ -92,6 +93,12 @@ pub struct PeerConfig {
     /// `[synopses.*]`: exactly the points' tables.
     #[serde(default)]
     pub synopses: SynopsesConfig,
+    /// `[packet]`: the points' packet layer. Its identity settings (`identity_seed`,
+    /// `payload_prefix_bytes`) enter every two-point fingerprint the collector checks, so they
+    /// must equal the points'; the classifiers are accepted (the same table can be pasted) and
+    /// ignored.
+    #[serde(default)]
+    pub packet: PacketConfig,
 }
 
 /// `[collector]`.
@@ -254,6 +261,9 @@ impl PeerConfig {
         if let Err(e) = self.synopses.validate() {
             return bad(&format!("synopses.{}", e.synopsis), e.to_string());
         }
+        if let Err(e) = self.packet.validate() {
+            return bad(&format!("packet.{}", e.field), e.to_string());
+        }
         if self.synopses.is_empty() {
             return bad("synopses", "no synopsis is enabled: the collector would have nothing to do".into());
         }
@@ -290,7 +300,7 @@ impl PeerConfig {
         }
         let two_point = [SynopsisKind::Lda, SynopsisKind::Lds, SynopsisKind::Rda, SynopsisKind::Colate]
             .into_iter()
-            .any(|k| self.synopses.fingerprint_of(k).is_some());
+            .any(|k| self.synopses.enables(k));
         if two_point && self.segments.is_empty() {
             return bad("segment", "two-point synopses are enabled but no [[segment]] is configured".into());
         }
@@ -396,7 +406,8 @@ seed = 7
         assert_eq!(c.segment(11).unwrap().direction, Direction::Reverse);
         assert_eq!(c.report.top_flows, 100);
         assert_eq!(c.commit_log_path(), Some(PathBuf::from("out.jsonl.commit")));
-        assert!(c.synopses.fingerprint_of(SynopsisKind::Lda).is_some());
+        assert!(c.synopses.enables(SynopsisKind::Lda));
+        assert_eq!(c.packet, PacketConfig::default());
     }
 
     #[test]
@@ -404,7 +415,7 @@ seed = 7
         let text = include_str!("../../../configs/collector.toml");
         let c = parse(text).unwrap();
         assert_eq!(c.segment_infos().len(), 2);
-        assert_eq!(c.synopses.fingerprints().len(), 5);
+        assert_eq!(c.synopses.fingerprints(&c.packet).len(), 5);
     }
 
     #[test]
@@ -422,5 +433,23 @@ seed = 7
         let no_segments = BASE.split("[[segment]]").next().unwrap().to_owned()
             + "[synopses.lda]\nbanks = [{ rows = 64, p = 1.0 }]\n";
         assert!(parse(&no_segments).unwrap_err().to_string().contains("no [[segment]]"));
+        let e = parse(&format!("{BASE}[packet]\npayload_prefix_bytes = 7\n")).unwrap_err();
+        assert!(e.to_string().contains("packet.payload_prefix_bytes"), "{e}");
+        let e = parse(&format!("{BASE}[packet]\nidentity_sed = 7\n")).unwrap_err();
+        assert!(matches!(e, PeerConfigError::Parse { .. }), "{e}");
+    }
+
+    #[test]
+    fn the_packet_table_sets_the_identity_the_fingerprints_cover() {
+        let c = parse(&format!(
+            "{BASE}[packet]\nidentity_seed = 5\npayload_prefix_bytes = 16\n[packet.classify]\ntcp_data = true\n"
+        ))
+        .unwrap();
+        assert_eq!((c.packet.identity_seed, c.packet.payload_prefix_bytes), (5, 16));
+        let default = parse(BASE).unwrap();
+        assert_ne!(
+            c.synopses.fingerprint_of(SynopsisKind::Lda, &c.packet),
+            default.synopses.fingerprint_of(SynopsisKind::Lda, &default.packet)
+        );
     }
 }

@@ -219,7 +219,7 @@ impl Engine {
     }
 
     fn both_on(&self, a: SynopsisKind, b: SynopsisKind) -> bool {
-        self.cfg.synopses.fingerprint_of(a).is_some() && self.cfg.synopses.fingerprint_of(b).is_some()
+        self.cfg.synopses.enables(a) && self.cfg.synopses.enables(b)
     }
 
     /// An LDS group already emitted whose census a COLATE group still needs.
@@ -722,7 +722,14 @@ impl Engine {
         if !self.archives.contains_key(&key) {
             let path = dir.join(format!("s{segment}-p{point}.colate"));
             let window_len_ns = self.cfg.collector.epoch_len_ns.unwrap_or(self.epoch_len_ns);
-            let header = ArchiveHeader { point, window_len_ns, config: cfg.clone() };
+            // The epochs passed the fingerprint check, which covers the collector's packet
+            // identity settings: they were measured under these.
+            let header = ArchiveHeader {
+                point,
+                window_len_ns,
+                config: cfg.clone(),
+                packet_identity: self.cfg.packet.identity_fingerprint(),
+            };
             let opened = std::fs::create_dir_all(&dir)
                 .map_err(|e| e.to_string())
                 .and_then(|()| ArchiveWriter::open_or_create(&path, header).map_err(|e| e.to_string()))

@@ -195,7 +195,20 @@ impl NetCtx {
         if self.cfg.point(h.point).is_none() {
             return Err(("unknown_point", format!("point {} is not configured at the collector", h.point)));
         }
-        let ours = self.cfg.synopses.fingerprints();
+        let ours = self.cfg.synopses.fingerprints(&self.cfg.packet);
+        let identity = self.cfg.packet.identity_fingerprint();
+        let two_point = h.fingerprints.iter().any(|(k, _)| *k != SynopsisKind::Fridge);
+        if two_point && h.packet_identity != identity {
+            return Err((
+                "fingerprint_mismatch",
+                format!(
+                    "the point's packet identity settings (identity_seed, payload_prefix_bytes; \
+                     fingerprint {:#018x}) differ from the collector's [packet] ({identity:#018x}): \
+                     its two-point synopses could not pair with the other point's",
+                    h.packet_identity
+                ),
+            ));
+        }
         for (kind, fp) in &h.fingerprints {
             match ours.iter().find(|(k, _)| k == kind) {
                 None => {
@@ -208,7 +221,8 @@ impl NetCtx {
                     return Err((
                         "fingerprint_mismatch",
                         format!(
-                            "{kind} configuration fingerprint {fp:#018x} differs from the collector's {f:#018x}"
+                            "{kind} configuration fingerprint {fp:#018x} differs from the collector's \
+                             {f:#018x}: the [synopses.{kind}] tables differ"
                         ),
                     ));
                 }
@@ -238,7 +252,7 @@ impl NetCtx {
         if k.point != point {
             return Err(("protocol", format!("point {point} sent a synopsis of point {}", k.point), true));
         }
-        match self.cfg.synopses.fingerprint_of(k.kind) {
+        match self.cfg.synopses.fingerprint_of(k.kind, &self.cfg.packet) {
             None => {
                 return Err((
                     "fingerprint_mismatch",
@@ -250,8 +264,10 @@ impl NetCtx {
                 return Err((
                     "fingerprint_mismatch",
                     format!(
-                        "{} fingerprint {:#018x} differs from the collector's {fp:#018x}",
-                        k.kind, f.fingerprint
+                        "{} fingerprint {:#018x} differs from the collector's {fp:#018x} \
+                         (its [synopses.{}] table or, for a two-point synopsis, the [packet] \
+                         identity settings differ)",
+                        k.kind, f.fingerprint, k.kind
                     ),
                     true,
                 ));

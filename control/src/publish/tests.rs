@@ -54,12 +54,14 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
     let ids = PointIds { point: 7, forward_segment: 11, reverse_segment: 12 };
     let dir = tempfile::tempdir().unwrap();
     let sink = Collect::default();
+    let packet = PacketConfig { identity_seed: 5, ..PacketConfig::default() };
     let mut publisher =
-        Publisher::new(ids, 1_000_000, &set, Some(dir.path()), vec![Box::new(sink.clone())]).unwrap();
+        Publisher::new(ids, 1_000_000, &set, &packet, Some(dir.path()), vec![Box::new(sink.clone())])
+            .unwrap();
     let template = EpochSynopses::new(&set).unwrap();
     let t = template.clone();
     let (link, writer) = EpochLink::new(64, EpochClock::new(1_000_000).unwrap(), move || t.clone());
-    let mut p = Pipeline::new(PacketConfig::default(), writer, set.new_fridge_carry(), OverrunPolicy::Wait);
+    let mut p = Pipeline::new(packet.clone(), writer, set.new_fridge_carry(), OverrunPolicy::Wait);
     let mut h = Harvester::new(vec![link], move || template.clone());
     // The sample frames, 100 µs apart (several 1 ms epochs), alternately on both ports.
     let frames = sample::frames();
@@ -88,10 +90,23 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
         let want_segments: &[u32] = if m.kind == SynopsisKind::Fridge { &[LOCAL_SEGMENT] } else { &[11, 12] };
         assert!(want_segments.contains(&m.segment), "{m:?}");
         assert_eq!(m.summary["body_bytes"].as_u64(), Some(m.body.len() as u64));
+        // What the peer checks: two-point fingerprints cover this point's packet settings.
+        let config_fingerprint = match m.kind {
+            SynopsisKind::Fridge => set.fridge.as_ref().unwrap().fingerprint(),
+            SynopsisKind::Lda => set.lda.as_ref().unwrap().fingerprint(),
+            SynopsisKind::Lds => set.lds.as_ref().unwrap().fingerprint(),
+            SynopsisKind::Rda => set.rda.as_ref().unwrap().fingerprint(),
+            SynopsisKind::Colate => set.colate.as_ref().unwrap().fingerprint(),
+        };
+        assert_eq!(m.fingerprint, peer_fingerprint(m.kind, config_fingerprint, &packet));
+        if m.kind == SynopsisKind::Fridge {
+            assert_eq!(m.fingerprint, config_fingerprint);
+        } else {
+            assert_ne!(m.fingerprint, config_fingerprint);
+        }
         match m.kind {
             SynopsisKind::Lda => {
                 let cfg = set.lda.as_ref().unwrap();
-                assert_eq!(m.fingerprint, cfg.fingerprint());
                 let lda = Lda::decode(cfg, &m.body).unwrap();
                 assert_eq!(m.summary["packets"].as_u64(), Some(lda.total_packets()));
                 assert_eq!(m.summary["measured"].as_u64(), Some(lda.total_packets()));
@@ -120,6 +135,7 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
     for seg in [11, 12] {
         let r = ArchiveReader::open(colate_archive_path(dir.path(), 7, seg)).unwrap();
         assert_eq!(r.header().point, 7);
+        assert_eq!(r.header().packet_identity, packet.identity_fingerprint());
         assert!(!r.metas().is_empty());
     }
     assert_eq!(publisher.counters().colate_archived, publisher.counters().colate_epochs);
@@ -140,7 +156,9 @@ fn progress_reaches_the_sinks_only_when_it_advances() {
     let set = SynopsisSet { lda: Some(LdaConfig::single_bank(64, 1.0, 7)), ..SynopsisSet::default() };
     let ids = PointIds { point: 1, forward_segment: 1, reverse_segment: 2 };
     let sink = Progress::default();
-    let mut publisher = Publisher::new(ids, 1_000, &set, None, vec![Box::new(sink.clone())]).unwrap();
+    let mut publisher =
+        Publisher::new(ids, 1_000, &set, &PacketConfig::default(), None, vec![Box::new(sink.clone())])
+            .unwrap();
     for passed in [0, 3, 3, 2, 7, u64::MAX, 9] {
         publisher.progress(passed);
     }

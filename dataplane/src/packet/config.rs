@@ -20,6 +20,9 @@ pub const DEFAULT_PAYLOAD_PREFIX_BYTES: usize = 32;
 /// Default identity seed ("wirelat1" in ASCII). Any value works as long as both points agree.
 pub const DEFAULT_IDENTITY_SEED: u64 = 0x7769_7265_6c61_7431;
 
+/// Domain tag of [`PacketConfig::identity_fingerprint`], so it never equals a synopsis's.
+const IDENTITY_FINGERPRINT_TAG: &[u8; 8] = b"WLIDENT1";
+
 /// Most DNS ports the classifier checks per packet.
 pub const MAX_DNS_PORTS: usize = 8;
 
@@ -124,6 +127,20 @@ impl PacketConfig {
         Ok(())
     }
 
+    /// Fingerprint of what two points of a segment must share for their packet identities and
+    /// flow hashes to agree: the identity seed and the payload prefix length actually hashed.
+    /// The classifiers are left out: they only decide what the fridge, which pairs packets at
+    /// one point, sees. Two-point synopses fold this into the fingerprint the peer checks
+    /// (`wirelat_control::synopses`), so points with different packet settings are refused
+    /// rather than paired into near-total loss.
+    pub fn identity_fingerprint(&self) -> u64 {
+        let mut bytes = [0u8; 24];
+        bytes[..8].copy_from_slice(IDENTITY_FINGERPRINT_TAG);
+        bytes[8..16].copy_from_slice(&self.identity_seed.to_le_bytes());
+        bytes[16..].copy_from_slice(&(self.prefix_len() as u64).to_le_bytes());
+        xxhash_rust::xxh3::xxh3_64(&bytes)
+    }
+
     /// The payload prefix length actually used: the configured one, clamped to the maximum and
     /// rounded down to a multiple of 8 (what validation demands anyway).
     #[inline(always)]
@@ -171,6 +188,29 @@ mod tests {
         assert!(c.validate().is_err());
         c.classify.dns_ports = vec![53, 0];
         assert!(c.validate().unwrap_err().to_string().contains("port 0"));
+    }
+
+    /// `identity_fingerprint` of the defaults, fixed when it was introduced (wire version 2).
+    const PINNED_DEFAULT_IDENTITY_FINGERPRINT: u64 = 0x72f7_288c_61e8_7d36;
+
+    #[test]
+    fn identity_fingerprint_covers_what_two_points_must_share() {
+        let a = PacketConfig::default();
+        let f = a.identity_fingerprint();
+        assert_eq!(f, a.clone().identity_fingerprint());
+        assert_ne!(f, PacketConfig { identity_seed: 1, ..a.clone() }.identity_fingerprint());
+        assert_ne!(f, PacketConfig { payload_prefix_bytes: 24, ..a.clone() }.identity_fingerprint());
+        assert_ne!(
+            PacketConfig { payload_prefix_bytes: 0, ..a.clone() }.identity_fingerprint(),
+            PacketConfig { payload_prefix_bytes: 8, ..a.clone() }.identity_fingerprint()
+        );
+        // The classifiers change nothing another point pairs with.
+        let mut c = a.clone();
+        c.classify.tcp_data = true;
+        c.classify.dns_ports = vec![53, 5353];
+        assert_eq!(c.identity_fingerprint(), f);
+        // Pinned: both points may run different builds, so the value must not drift silently.
+        assert_eq!(f, PINNED_DEFAULT_IDENTITY_FINGERPRINT);
     }
 
     #[test]
