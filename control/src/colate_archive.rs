@@ -12,6 +12,7 @@
 //! file   = header record*
 //! header = "WLCOLATE" | version u8 | point u32 | window_len_ns u64 | fingerprint u64
 //!          | packet_identity u64 | config_len u16 | config (postcard) | xxh3 of all the above u64
+//!          (version 2: the same without packet_identity; still read and appended to)
 //! record = body_len u32 | xxh3(body) u64 | body (CounterEpoch encoding)
 //! ```
 //!
@@ -37,8 +38,11 @@ pub const MAGIC: &[u8; 8] = b"WLCOLATE";
 /// archive queried with this build's hashes would read the wrong cells; it is refused instead.
 /// 3 since the header records the point's packet identity settings (`packet_identity`).
 pub const VERSION: u8 = 3;
-/// Bytes of a header before its config: magic, version, point, window, fingerprint, packet
-/// identity, config length.
+/// The previous format, still read (and appended to): its header lacks `packet_identity`,
+/// which is then unknown and taken as matching any. Its cells use this build's flow hash.
+pub const VERSION_WITHOUT_IDENTITY: u8 = 2;
+/// Bytes of a version-3 header before its config: magic, version, point, window, fingerprint,
+/// packet identity, config length (version 2: the same without the packet identity).
 const FIXED_HEADER_BYTES: usize = 8 + 1 + 4 + 8 + 8 + 8 + 2;
 /// Largest config encoding accepted in a header.
 const MAX_CONFIG_BYTES: usize = 1024;
@@ -155,11 +159,13 @@ pub struct ArchiveHeader {
     pub config: ColateConfig,
     /// `PacketConfig::identity_fingerprint` of the point that measured the epochs: the cells
     /// were placed by flow hashes and packet identities of those settings, so archives of two
-    /// points are queried together only when it is the same.
-    pub packet_identity: u64,
+    /// points are queried together only when it is the same. `None` in a version-2 archive,
+    /// written before headers recorded it.
+    pub packet_identity: Option<u64>,
 }
 
 impl ArchiveHeader {
+    /// The version-3 encoding, or version 2's (no packet identity) when it is unknown.
     fn encode(&self) -> Result<Vec<u8>, ArchiveError> {
         self.config.validate()?;
         let cfg = postcard::to_allocvec(&self.config).map_err(|e| ArchiveError::BadHeader {
@@ -168,11 +174,13 @@ impl ArchiveHeader {
         })?;
         let mut out = Vec::with_capacity(FIXED_HEADER_BYTES + 8 + cfg.len());
         out.extend_from_slice(MAGIC);
-        out.push(VERSION);
+        out.push(if self.packet_identity.is_some() { VERSION } else { VERSION_WITHOUT_IDENTITY });
         out.extend_from_slice(&self.point.to_le_bytes());
         out.extend_from_slice(&self.window_len_ns.to_le_bytes());
         out.extend_from_slice(&self.config.fingerprint().to_le_bytes());
-        out.extend_from_slice(&self.packet_identity.to_le_bytes());
+        if let Some(identity) = self.packet_identity {
+            out.extend_from_slice(&identity.to_le_bytes());
+        }
         out.extend_from_slice(&(cfg.len() as u16).to_le_bytes());
         out.extend_from_slice(&cfg);
         let sum = xxh3_64(&out);
@@ -180,29 +188,48 @@ impl ArchiveHeader {
         Ok(out)
     }
 
+    /// True when epochs of an archive with this header and of `other` come from the same point
+    /// and configuration: everything equal, except that an unknown packet identity (a
+    /// version-2 archive) is taken as matching.
+    fn same_source(&self, other: &ArchiveHeader) -> bool {
+        self.point == other.point
+            && self.window_len_ns == other.window_len_ns
+            && self.config == other.config
+            && identities_agree(self.packet_identity, other.packet_identity)
+    }
+
     /// Reads a header from the start of `r`; returns it and its length.
     fn read(r: &mut impl Read, path: &Path, file_len: u64) -> Result<(Self, u64), ArchiveError> {
         let bad = |reason: String| ArchiveError::BadHeader { path: path.to_owned(), reason };
         let mut fixed = [0u8; FIXED_HEADER_BYTES];
-        // The magic first, so a short file of another kind is named as such, not as truncated.
-        read_exact_at(r, &mut fixed[..MAGIC.len()], path, 0, file_len)?;
+        // The magic and version first, so a short file of another kind is named as such, not as
+        // truncated, and the version says how long the rest is.
+        read_exact_at(r, &mut fixed[..9], path, 0, file_len)?;
         if &fixed[..MAGIC.len()] != MAGIC {
             return Err(bad("not a COLATE archive (magic)".into()));
         }
-        read_exact_at(r, &mut fixed[MAGIC.len()..], path, 0, file_len.saturating_sub(MAGIC.len() as u64))?;
-        if fixed[8] != VERSION {
-            return Err(bad(format!("format version {} (this build reads {VERSION})", fixed[8])));
-        }
+        let version = fixed[8];
+        let fixed_len = match version {
+            VERSION => FIXED_HEADER_BYTES,
+            VERSION_WITHOUT_IDENTITY => FIXED_HEADER_BYTES - 8,
+            v => {
+                return Err(bad(format!(
+                    "format version {v} (this build reads {VERSION_WITHOUT_IDENTITY} and {VERSION})"
+                )));
+            }
+        };
+        let fixed = &mut fixed[..fixed_len];
+        read_exact_at(r, &mut fixed[9..], path, 9, file_len.saturating_sub(9))?;
         let point = u32::from_le_bytes(arr(&fixed[9..13]));
         let window_len_ns = u64::from_le_bytes(arr(&fixed[13..21]));
         let fingerprint = u64::from_le_bytes(arr(&fixed[21..29]));
-        let packet_identity = u64::from_le_bytes(arr(&fixed[29..37]));
-        let cfg_len = u16::from_le_bytes(arr(&fixed[37..39])) as usize;
+        let packet_identity = (version == VERSION).then(|| u64::from_le_bytes(arr(&fixed[29..37])));
+        let cfg_len = u16::from_le_bytes(arr(&fixed[fixed_len - 2..])) as usize;
         if cfg_len > MAX_CONFIG_BYTES {
             return Err(bad(format!("config of {cfg_len} bytes")));
         }
         let mut rest = vec![0u8; cfg_len + 8];
-        read_exact_at(r, &mut rest, path, 0, file_len.saturating_sub(FIXED_HEADER_BYTES as u64))?;
+        read_exact_at(r, &mut rest, path, fixed_len as u64, file_len.saturating_sub(fixed_len as u64))?;
         let (cfg_bytes, sum) = rest.split_at(cfg_len);
         let mut all = fixed.to_vec();
         all.extend_from_slice(cfg_bytes);
@@ -218,10 +245,7 @@ impl ArchiveHeader {
         if window_len_ns == 0 {
             return Err(bad("window length 0".into()));
         }
-        Ok((
-            Self { point, window_len_ns, config, packet_identity },
-            (FIXED_HEADER_BYTES + cfg_len + 8) as u64,
-        ))
+        Ok((Self { point, window_len_ns, config, packet_identity }, (fixed_len + cfg_len + 8) as u64))
     }
 
     /// The largest record body this configuration can produce (every cell at 64 bits).
@@ -229,6 +253,15 @@ impl ArchiveHeader {
         let n = self.config.counters as u64;
         EPOCH_FIXED_BYTES as u64 + 8 * n * self.config.stride() as u64
     }
+}
+
+/// Two packet identities agree unless both are known and differ.
+fn identities_agree(a: Option<u64>, b: Option<u64>) -> bool {
+    a.zip(b).is_none_or(|(a, b)| a == b)
+}
+
+fn show_identity(id: Option<u64>) -> String {
+    id.map_or_else(|| "unknown (version 2)".into(), |v| format!("{v:#018x}"))
 }
 
 fn arr<const N: usize>(b: &[u8]) -> [u8; N] {
@@ -393,19 +426,19 @@ impl ArchiveWriter {
             return Self::create(&path, header);
         }
         let reader = ArchiveReader::open(&path)?;
-        if reader.header != header {
+        if !reader.header.same_source(&header) {
             return Err(ArchiveError::Mismatch {
                 path,
                 reason: format!(
-                    "archive holds point {} (fingerprint {:#018x}, packet identity {:#018x}, window {} ns), \
-                     not point {} ({:#018x}, {:#018x}, {} ns)",
+                    "archive holds point {} (fingerprint {:#018x}, packet identity {}, window {} ns), \
+                     not point {} ({:#018x}, {}, {} ns)",
                     reader.header.point,
                     reader.header.config.fingerprint(),
-                    reader.header.packet_identity,
+                    show_identity(reader.header.packet_identity),
                     reader.header.window_len_ns,
                     header.point,
                     header.config.fingerprint(),
-                    header.packet_identity,
+                    show_identity(header.packet_identity),
                     header.window_len_ns
                 ),
             });
@@ -614,7 +647,8 @@ impl ColateStore {
     /// Estimates the flow's latency from `sender` to `receiver`: overlap selection at both
     /// points grown to a common window range ([`select_aligned`]), then
     /// [`Segment::query`]. Archives of different configurations, window lengths or packet
-    /// identity settings are refused.
+    /// identity settings are refused (an unknown identity, in a version-2 archive, is not
+    /// checked).
     pub fn query_flow(&self, q: &FlowQuery) -> Result<FlowLatencyReport, ArchiveError> {
         let (s, r) = (self.archive(q.sender)?, self.archive(q.receiver)?);
         if s.header.config != r.header.config || s.header.window_len_ns != r.header.window_len_ns {
@@ -624,14 +658,16 @@ impl ColateStore {
                 theirs: r.header.config.fingerprint(),
             }));
         }
-        if s.header.packet_identity != r.header.packet_identity {
+        if let (Some(ours), Some(theirs)) = (s.header.packet_identity, r.header.packet_identity)
+            && ours != theirs
+        {
             return Err(ArchiveError::Query(QueryError::ConfigMismatch {
                 what: format!(
                     "packet identity settings (identity_seed, payload_prefix_bytes) of points {} and {}",
                     q.sender, q.receiver
                 ),
-                ours: s.header.packet_identity,
-                theirs: r.header.packet_identity,
+                ours,
+                theirs,
             }));
         }
         let cfg = &s.header.config;
@@ -665,7 +701,7 @@ mod tests {
     }
 
     fn header(point: u32) -> ArchiveHeader {
-        ArchiveHeader { point, window_len_ns: WINDOW, config: config(), packet_identity: 0x1d }
+        ArchiveHeader { point, window_len_ns: WINDOW, config: config(), packet_identity: Some(0x1d) }
     }
 
     /// Two points, 8 windows of traffic: flow 1 (300 packets, 2 µs latency) among 200 others.
@@ -795,7 +831,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (ps, _, _) = record(dir.path());
         // The same point reopened under other packet settings: its cells would mix two hashings.
-        let moved = ArchiveHeader { packet_identity: 0x2e, ..header(1) };
+        let moved = ArchiveHeader { packet_identity: Some(0x2e), ..header(1) };
         let e = ArchiveWriter::open_or_create(&ps, moved).err().unwrap();
         assert!(
             matches!(e, ArchiveError::Mismatch { .. }) && e.to_string().contains("0x000000000000002e"),
@@ -803,14 +839,14 @@ mod tests {
         );
         // Point 2 measured with other packet settings: same COLATE config, refused by the query.
         let other = dir.path().join("other.colate");
-        let h = ArchiveHeader { packet_identity: 0x2e, ..header(2) };
+        let h = ArchiveHeader { packet_identity: Some(0x2e), ..header(2) };
         let mut w = ArchiveWriter::create(&other, h.clone()).unwrap();
         let mut v = Colate::new(&h.config).unwrap();
         v.update_raw(1, 1, 3 * WINDOW);
         let mut acc = EpochAccumulator::new(&h.config, 2, 0).unwrap();
         acc.push_window(3, &v).unwrap();
         w.append(&acc.flush().unwrap()).unwrap();
-        assert_eq!(ArchiveReader::open(&other).unwrap().header().packet_identity, 0x2e);
+        assert_eq!(ArchiveReader::open(&other).unwrap().header().packet_identity, Some(0x2e));
         let store = ColateStore::open(&[ps, other]).unwrap();
         let q = FlowQuery {
             flow_hash: 1,
@@ -825,6 +861,51 @@ mod tests {
         let e = store.query_flow(&q).unwrap_err();
         assert!(matches!(e, ArchiveError::Query(QueryError::ConfigMismatch { .. })), "{e}");
         assert!(e.to_string().contains("packet identity"), "{e}");
+    }
+
+    #[test]
+    fn version_2_archives_are_read_appended_to_and_queried_with_an_unknown_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ps, pr, p) = record(dir.path());
+        // Point 2's archive as a build before headers recorded the packet identity wrote it:
+        // the same epochs under a version-2 header.
+        let old = dir.path().join("v2.colate");
+        {
+            let r = ArchiveReader::open(&pr).unwrap();
+            let mut w =
+                ArchiveWriter::create(&old, ArchiveHeader { packet_identity: None, ..header(2) }).unwrap();
+            for i in 0..r.metas().len() {
+                w.append(&r.epoch(i).unwrap()).unwrap();
+            }
+        }
+        let bytes = std::fs::read(&old).unwrap();
+        assert_eq!(bytes[8], VERSION_WITHOUT_IDENTITY);
+        let r = ArchiveReader::open(&old).unwrap();
+        assert_eq!(r.header().packet_identity, None);
+        // A point of this build continues it (its identity is unknown, so it cannot differ)...
+        let n = r.metas().len();
+        let w = ArchiveWriter::open_or_create(&old, header(2)).unwrap();
+        assert_eq!(w.next_seq(), r.metas()[n - 1].seq + 1);
+        // ... and queries pair it with a version-3 archive of any identity, giving the same answer.
+        let q = FlowQuery {
+            flow_hash: 1,
+            packets: p,
+            sender: 1,
+            receiver: 2,
+            start_ns: 3 * WINDOW,
+            end_ns: 3 * WINDOW + 3_000,
+            max_latency_ns: 10_000,
+            options: QueryOptions::default(),
+        };
+        let new = ColateStore::open(&[ps.clone(), pr]).unwrap().query_flow(&q).unwrap();
+        let mixed = ColateStore::open(&[ps, old.clone()]).unwrap().query_flow(&q).unwrap();
+        assert_eq!(format!("{new:?}"), format!("{mixed:?}"));
+        // Version 1 (the earlier flow hash) is still refused, by its version.
+        let mut v1 = bytes.clone();
+        v1[8] = 1;
+        std::fs::write(&old, v1).unwrap();
+        let e = ArchiveReader::open(&old).err().unwrap();
+        assert!(e.to_string().contains("format version 1"), "{e}");
     }
 
     #[test]

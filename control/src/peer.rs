@@ -268,8 +268,11 @@ impl LocalPeerSink {
     /// Feeds what a previous run left on disk.
     fn replay_spill(&mut self) {
         let Some(q) = &self.local.queue else { return };
-        let (n, bad) = lock(q).load_spill(DEFAULT_MAX_BODY_BYTES);
-        for p in bad {
+        // Every spilled epoch goes back through the collector's own checks in `feed`, which
+        // refuse a mismatched one without holding anything else back.
+        let spilled = lock(q).load_spill(DEFAULT_MAX_BODY_BYTES, |_| true);
+        let n = spilled.loaded;
+        for p in spilled.corrupt {
             tracing::warn!(file = %p.display(), "unreadable local spill file removed");
         }
         if n == 0 {

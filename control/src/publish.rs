@@ -132,7 +132,7 @@ impl Publisher {
                             point: ids.point,
                             window_len_ns: epoch_len_ns,
                             config: cfg.clone(),
-                            packet_identity: packet.identity_fingerprint(),
+                            packet_identity: Some(packet.identity_fingerprint()),
                         },
                     )?),
                     None => None,

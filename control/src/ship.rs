@@ -357,11 +357,18 @@ impl NetworkSink {
             spill_all: cfg.spill_all,
         });
         let given_up = GiveUpCounters::default();
-        let (loaded, bad) = queue.load_spill(cfg.max_body_bytes);
-        for path in &bad {
+        let fingerprints = synopses.fingerprints(packet);
+        let spilled =
+            queue.load_spill(cfg.max_body_bytes, |e| fingerprints.contains(&(e.key.kind, e.fingerprint)));
+        for path in &spilled.corrupt {
             given_up.add(GiveUp::SpillCorrupt);
             tracing::warn!(file = %path.display(), reason = GiveUp::SpillCorrupt.name(), "epoch synopsis given up: unreadable spill file removed");
         }
+        for path in &spilled.refused {
+            given_up.add(GiveUp::ConfigChanged);
+            tracing::warn!(file = %path.display(), reason = GiveUp::ConfigChanged.name(), "epoch synopsis given up: spilled under another configuration (synopsis tables or packet identity settings), which the peer would refuse");
+        }
+        let loaded = spilled.loaded;
         if loaded > 0 {
             tracing::info!(loaded, "resending epoch synopses left unacknowledged by a previous run");
         }
@@ -373,7 +380,7 @@ impl NetworkSink {
         );
         let shared = Arc::new(Shared {
             point,
-            fingerprints: synopses.fingerprints(packet),
+            fingerprints,
             packet_identity: packet.identity_fingerprint(),
             psk,
             queue: Mutex::new(queue),
@@ -724,4 +731,60 @@ fn reader_main(
     gone.store(true, Ordering::SeqCst);
     lock(writer).shutdown();
     s.wake.notify_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelat_dataplane::synopsis::SynopsisKind;
+    use wirelat_dataplane::synopsis::lda::LdaConfig;
+
+    /// An epoch synopsis frame of point 1 with `fingerprint`.
+    fn frame(epoch: u64, fingerprint: u64) -> (MessageKey, Vec<u8>) {
+        let key = MessageKey { point: 1, segment: 3, epoch, kind: SynopsisKind::Lda };
+        let f = EpochFrame { key, fingerprint, complete: true, epoch_len_ns: 1_000, synopsis: vec![0; 8] };
+        (key, Message::Epoch(f).encode())
+    }
+
+    #[test]
+    fn spilled_epochs_of_another_configuration_are_given_up_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path().join("spill");
+        std::fs::create_dir_all(&spill).unwrap();
+        let key_file = dir.path().join("peer.key");
+        std::fs::write(&key_file, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff")
+            .unwrap();
+        let synopses =
+            SynopsesConfig { lda: Some(LdaConfig::single_bank(64, 1.0, 7)), ..SynopsesConfig::default() };
+        let packet = PacketConfig::default();
+        let ours = synopses.fingerprint_of(SynopsisKind::Lda, &packet).unwrap();
+        let other_packet = PacketConfig { identity_seed: 9, ..PacketConfig::default() };
+        let theirs = synopses.fingerprint_of(SynopsisKind::Lda, &other_packet).unwrap();
+        // A previous run left three epochs on disk: two under this configuration, one under
+        // other packet settings.
+        let mut q = Queue::new(QueueLimits {
+            memory_messages: 8,
+            memory_bytes: 1 << 20,
+            spill_dir: Some(spill.clone()),
+            spill_bytes: 1 << 20,
+            spill_all: true,
+        });
+        for (epoch, fp) in [(1, ours), (2, theirs), (3, ours)] {
+            let (k, bytes) = frame(epoch, fp);
+            q.offer(k, bytes);
+        }
+        drop(q);
+        assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 3);
+        let mut cfg = ShipConfig::new("127.0.0.1:1", &key_file);
+        cfg.spill_dir = Some(spill.clone());
+        cfg.close_timeout_ms = 50;
+        let mut sink = NetworkSink::new(1, &synopses, &packet, cfg).unwrap();
+        let c = sink.counters();
+        assert!(c.given_up.contains(&("config_changed", 1)), "{c:?}");
+        assert!(c.given_up.contains(&("spill_corrupt", 0)), "{c:?}");
+        assert_eq!(c.queued, 2, "{c:?}");
+        sink.close();
+        // The refused file is gone; the two kept ones stay for the next run (nothing acked).
+        assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 2);
+    }
 }

@@ -400,6 +400,7 @@ pub struct RunOptions {
 pub fn run(config: &Path, opts: RunOptions) -> Result<(), String> {
     let text = std::fs::read_to_string(config).map_err(|e| format!("{}: {e}", config.display()))?;
     let cfg: SimPointConfig = toml::from_str(&text).map_err(|e| format!("{}: {e}", config.display()))?;
+    cfg.packet.validate().map_err(|e| format!("{}: {e}", config.display()))?;
     let which = match cfg.point.role.as_str() {
         "a" => 0,
         "b" => 1,

@@ -425,16 +425,22 @@ pub enum GiveUp {
     UnackedAtClose = 3,
     /// A spill file was unreadable or corrupt at start-up.
     SpillCorrupt = 4,
+    /// A spill file held an epoch synopsis whose fingerprint is not one this run's
+    /// configuration produces (a `[synopses.*]` table or the `[packet]` identity settings
+    /// changed since it was written): the peer would refuse it, and, resent first on every
+    /// connection, it would hold back everything behind it.
+    ConfigChanged = 5,
 }
 
 impl GiveUp {
     /// Every reason.
-    pub const ALL: [GiveUp; 5] = [
+    pub const ALL: [GiveUp; 6] = [
         GiveUp::QueueFull,
         GiveUp::SpillFailed,
         GiveUp::TooOld,
         GiveUp::UnackedAtClose,
         GiveUp::SpillCorrupt,
+        GiveUp::ConfigChanged,
     ];
 
     /// The reason for a byte.
@@ -450,6 +456,7 @@ impl GiveUp {
             GiveUp::TooOld => "too_old",
             GiveUp::UnackedAtClose => "unacked_at_close",
             GiveUp::SpillCorrupt => "spill_corrupt",
+            GiveUp::ConfigChanged => "config_changed",
         }
     }
 }

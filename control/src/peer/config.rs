@@ -96,7 +96,7 @@ pub struct PeerConfig {
     /// `[packet]`: the points' packet layer. Its identity settings (`identity_seed`,
     /// `payload_prefix_bytes`) enter every two-point fingerprint the collector checks, so they
     /// must equal the points'; the classifiers are accepted (the same table can be pasted) and
-    /// ignored.
+    /// validated, but not used.
     #[serde(default)]
     pub packet: PacketConfig,
 }
@@ -262,7 +262,7 @@ impl PeerConfig {
             return bad(&format!("synopses.{}", e.synopsis), e.to_string());
         }
         if let Err(e) = self.packet.validate() {
-            return bad(&format!("packet.{}", e.field), e.to_string());
+            return bad(&format!("packet.{}", e.field), e.reason);
         }
         if self.synopses.is_empty() {
             return bad("synopses", "no synopsis is enabled: the collector would have nothing to do".into());

@@ -728,7 +728,7 @@ impl Engine {
                 point,
                 window_len_ns,
                 config: cfg.clone(),
-                packet_identity: self.cfg.packet.identity_fingerprint(),
+                packet_identity: Some(self.cfg.packet.identity_fingerprint()),
             };
             let opened = std::fs::create_dir_all(&dir)
                 .map_err(|e| e.to_string())

@@ -135,7 +135,7 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
     for seg in [11, 12] {
         let r = ArchiveReader::open(colate_archive_path(dir.path(), 7, seg)).unwrap();
         assert_eq!(r.header().point, 7);
-        assert_eq!(r.header().packet_identity, packet.identity_fingerprint());
+        assert_eq!(r.header().packet_identity, Some(packet.identity_fingerprint()));
         assert!(!r.metas().is_empty());
     }
     assert_eq!(publisher.counters().colate_archived, publisher.counters().colate_epochs);

@@ -8,7 +8,7 @@
 //! the wire without its tag (`p<point>-s<segment>-e<epoch>-k<kind>.wlq`); they are written to
 //! a temporary name and renamed, and checked (checksum) when loaded at start-up.
 
-use crate::wire::{DEFAULT_MAX_BODY_BYTES, GiveUp, Message, MessageKey};
+use crate::wire::{DEFAULT_MAX_BODY_BYTES, EpochFrame, GiveUp, Message, MessageKey};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -340,13 +340,14 @@ impl Queue {
         lost
     }
 
-    /// Loads the spill directory (at start-up), in epoch order. Returns how many entries were
-    /// loaded and the paths of unreadable or corrupt files (removed).
-    pub fn load_spill(&mut self, max_body: u32) -> (usize, Vec<PathBuf>) {
-        let Some(dir) = self.limits.spill_dir.clone() else { return (0, Vec::new()) };
-        let Ok(read) = std::fs::read_dir(&dir) else { return (0, Vec::new()) };
+    /// Loads the spill directory (at start-up), in epoch order, keeping the epoch synopses
+    /// `keep` accepts. Unreadable or corrupt files and the ones `keep` refuses are removed and
+    /// reported.
+    pub fn load_spill(&mut self, max_body: u32, keep: impl Fn(&EpochFrame) -> bool) -> SpillLoad {
+        let mut out = SpillLoad::default();
+        let Some(dir) = self.limits.spill_dir.clone() else { return out };
+        let Ok(read) = std::fs::read_dir(&dir) else { return out };
         let mut found: Vec<(MessageKey, PathBuf, u64)> = Vec::new();
-        let mut bad = Vec::new();
         for entry in read.flatten() {
             let path = entry.path();
             match path.extension().and_then(|e| e.to_str()) {
@@ -360,15 +361,21 @@ impl Queue {
             }
             let bytes = std::fs::read(&path).ok();
             match bytes.as_deref().map(|b| Message::decode(b, max_body.max(DEFAULT_MAX_BODY_BYTES))) {
-                Some(Ok(Message::Epoch(e))) => found.push((e.key, path, bytes.map_or(0, |b| b.len() as u64))),
+                Some(Ok(Message::Epoch(e))) if keep(&e) => {
+                    found.push((e.key, path, bytes.map_or(0, |b| b.len() as u64)))
+                }
+                Some(Ok(Message::Epoch(_))) => {
+                    let _ = std::fs::remove_file(&path);
+                    out.refused.push(path);
+                }
                 _ => {
                     let _ = std::fs::remove_file(&path);
-                    bad.push(path);
+                    out.corrupt.push(path);
                 }
             }
         }
         found.sort_by_key(|(k, _, _)| *k);
-        let n = found.len();
+        out.loaded = found.len();
         for (key, path, bytes) in found {
             if self.by_key.contains_key(&key) {
                 continue;
@@ -382,14 +389,24 @@ impl Queue {
             );
             self.by_key.insert(key, seq);
         }
-        (n, bad)
+        out
     }
+}
+
+/// What [`Queue::load_spill`] found.
+#[derive(Debug, Default)]
+pub struct SpillLoad {
+    /// Epoch synopses loaded (to be resent).
+    pub loaded: usize,
+    /// Unreadable or corrupt files, removed.
+    pub corrupt: Vec<PathBuf>,
+    /// Readable epoch synopses the caller's filter refused, removed.
+    pub refused: Vec<PathBuf>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::EpochFrame;
     use wirelat_dataplane::synopsis::SynopsisKind;
 
     fn key(epoch: u64) -> MessageKey {
@@ -477,10 +494,17 @@ mod tests {
         std::fs::write(dir.path().join("p1-s2-e8-k2.tmp"), b"half").unwrap();
         drop(q);
         let mut q = Queue::new(limits(10, Some(dir.path())));
-        let (n, bad) = q.load_spill(1 << 20);
-        assert_eq!((n, bad.len()), (2, 1));
+        let got = q.load_spill(1 << 20, |_| true);
+        assert_eq!((got.loaded, got.corrupt.len(), got.refused.len()), (2, 1, 0));
         assert_eq!(keys(&q.next_work(10)), vec![3, 5]);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        // A filter (the run's fingerprints) removes what it refuses.
+        drop(q);
+        let mut q = Queue::new(limits(10, Some(dir.path())));
+        let got = q.load_spill(1 << 20, |e| e.key.epoch != 3);
+        assert_eq!((got.loaded, got.corrupt.len(), got.refused.len()), (1, 0, 1));
+        assert_eq!(keys(&q.next_work(10)), vec![5]);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]
