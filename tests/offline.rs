@@ -297,7 +297,39 @@ fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() 
         };
         assert!(field("delivered") >= 10 && field("acked") == field("delivered"), "{closed}");
     }
+    // Point a again, measuring with another identity seed: the collector refuses it by its
+    // hello, naming the packet settings, and accepts none of its epochs.
+    let config = d.join("a-other-seed.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[point]\nid = 1\n[segments]\nforward = 40\nreverse = 41\n[epochs]\nlength_ms = 100\n\
+             [ship]\npeer = \"{}\"\nkey_file = \"{}\"\nbackoff_initial_ms = 20\nclose_timeout_ms = 1000\n\
+             {}",
+            collector.addr,
+            key.display(),
+            synopses.replace("identity_seed = 5", "identity_seed = 6")
+        ),
+    )
+    .expect("point config");
+    let output = wirelat()
+        .args(["offline", "--config"])
+        .arg(&config)
+        .arg("--port0")
+        .arg(d.join("a_port0.pcap"))
+        .arg("--port1")
+        .arg(d.join("a_port1.pcap"))
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("run wirelat offline");
+    let log = String::from_utf8_lossy(&output.stderr);
+    let refused =
+        log.lines().find(|l| l.contains("the peer refused this point")).unwrap_or_else(|| panic!("{log}"));
+    assert!(refused.contains("identity_seed"), "{refused}");
+    let closed = log.lines().find(|l| l.contains("network sink closed")).unwrap_or_else(|| panic!("{log}"));
+    assert!(closed.contains("acked=0") && !closed.contains("given_up=0"), "{closed}");
     let log = collector.stop();
+    assert!(log.contains("fingerprint_mismatch"), "{log}");
     // The collector paired both points' epochs into one LDA record per segment and epoch; the
     // scorer compares each with the generator's truth. The delay is a constant 30 µs without
     // loss, so LDA's usable rows hold exactly equal packets with equal delays: the mean is exact
