@@ -208,3 +208,14 @@ impl Collector {
         }
     }
 }
+
+/// A test that fails before [`Collector::stop`] must not leave the collector running (it runs
+/// until a signal).
+impl Drop for Collector {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
