@@ -23,6 +23,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
+use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::synopsis::codec::DecodeError;
 use wirelat_dataplane::synopsis::colate::{
     ColateConfig, CounterEpoch, EpochMeta, FlowLatencyReport, QueryError, QueryOptions, Segment,
@@ -585,7 +586,8 @@ impl ArchiveReader {
 /// One flow query between two points.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FlowQuery {
-    /// The flow's hash as the packet layer computes it (`FlowKey::hash(identity_seed)`).
+    /// The flow's hash as the packet layer computes it (`FlowKey::hash(identity_seed)`) with the
+    /// archives' identity seed ([`ColateStore::check_packet`] checks a caller's settings).
     pub flow_hash: u64,
     /// p_f, from NetFlow or a packet counter.
     pub packets: u64,
@@ -624,6 +626,28 @@ impl ColateStore {
             store.archives.push(a);
         }
         Ok(store)
+    }
+
+    /// Checks that every archive whose header records its packet identity was written under
+    /// `packet`'s identity settings: the ones a caller must compute [`FlowQuery::flow_hash`]
+    /// with (`FlowKey::hash(packet.identity_seed)`), or its queries read other flows' cells.
+    pub fn check_packet(&self, packet: &PacketConfig) -> Result<(), ArchiveError> {
+        let ours = packet.identity_fingerprint();
+        for a in &self.archives {
+            if let Some(theirs) = a.header.packet_identity
+                && theirs != ours
+            {
+                return Err(ArchiveError::Query(QueryError::ConfigMismatch {
+                    what: format!(
+                        "packet identity settings (identity_seed, payload_prefix_bytes) of the caller and of point {}'s archive",
+                        a.header.point
+                    ),
+                    ours,
+                    theirs,
+                }));
+            }
+        }
+        Ok(())
     }
 
     /// The archive of `point`.
@@ -861,6 +885,15 @@ mod tests {
         let e = store.query_flow(&q).unwrap_err();
         assert!(matches!(e, ArchiveError::Query(QueryError::ConfigMismatch { .. })), "{e}");
         assert!(e.to_string().contains("packet identity"), "{e}");
+        // A caller's packet settings against archives that record theirs.
+        let packet = PacketConfig::default();
+        let own = |identity| ArchiveHeader { packet_identity: Some(identity), ..header(1) };
+        let solo = dir.path().join("solo.colate");
+        drop(ArchiveWriter::create(&solo, own(packet.identity_fingerprint())).unwrap());
+        let one = ColateStore::open(std::slice::from_ref(&solo)).unwrap();
+        one.check_packet(&packet).unwrap();
+        let e = one.check_packet(&PacketConfig { identity_seed: 9, ..packet.clone() }).unwrap_err();
+        assert!(e.to_string().contains("point 1's archive"), "{e}");
     }
 
     #[test]
