@@ -193,10 +193,12 @@ impl ArchiveHeader {
     /// and configuration: everything equal, except that an unknown packet identity (a
     /// version-2 archive) is taken as matching.
     fn same_source(&self, other: &ArchiveHeader) -> bool {
-        self.point == other.point
-            && self.window_len_ns == other.window_len_ns
-            && self.config == other.config
-            && identities_agree(self.packet_identity, other.packet_identity)
+        // Destructured so that a field added to the header must be considered here too.
+        let ArchiveHeader { point, window_len_ns, config, packet_identity } = self;
+        *point == other.point
+            && *window_len_ns == other.window_len_ns
+            && *config == other.config
+            && identities_agree(*packet_identity, other.packet_identity)
     }
 
     /// Reads a header from the start of `r`; returns it and its length.
@@ -728,6 +730,31 @@ mod tests {
         ArchiveHeader { point, window_len_ns: WINDOW, config: config(), packet_identity: Some(0x1d) }
     }
 
+    /// Creates an archive at `path` under `h` holding one epoch: one packet of flow 1 in window 3.
+    fn one_epoch_archive(path: &Path, h: &ArchiveHeader) -> ArchiveWriter {
+        let mut w = ArchiveWriter::create(path, h.clone()).unwrap();
+        let mut v = Colate::new(&h.config).unwrap();
+        v.update_raw(1, 1, 3 * WINDOW);
+        let mut acc = EpochAccumulator::new(&h.config, h.point, 0).unwrap();
+        acc.push_window(3, &v).unwrap();
+        w.append(&acc.flush().unwrap()).unwrap();
+        w
+    }
+
+    /// Flow 1 from point 1 to point 2, over [3·WINDOW, 3·WINDOW + span_ns].
+    fn flow1_query(packets: u64, span_ns: u64, max_latency_ns: u64) -> FlowQuery {
+        FlowQuery {
+            flow_hash: 1,
+            packets,
+            sender: 1,
+            receiver: 2,
+            start_ns: 3 * WINDOW,
+            end_ns: 3 * WINDOW + span_ns,
+            max_latency_ns,
+            options: QueryOptions::default(),
+        }
+    }
+
     /// Two points, 8 windows of traffic: flow 1 (300 packets, 2 µs latency) among 200 others.
     /// Returns the epochs per point, written through accumulators, and flow 1's packets.
     fn record(dir: &Path) -> (PathBuf, PathBuf, u64) {
@@ -789,16 +816,7 @@ mod tests {
         let store = ColateStore::open(&[ps.clone(), pr.clone()]).unwrap();
         let over = store.epochs_overlapping(1, 3 * WINDOW, 3 * WINDOW + 3_000).unwrap();
         assert!(!over.is_empty() && over.iter().all(|e| e.point == 1));
-        let q = FlowQuery {
-            flow_hash: 1,
-            packets: p,
-            sender: 1,
-            receiver: 2,
-            start_ns: 3 * WINDOW,
-            end_ns: 3 * WINDOW + 3_000,
-            max_latency_ns: 10_000,
-            options: QueryOptions::default(),
-        };
+        let q = flow1_query(p, 3_000, 10_000);
         let rep = store.query_flow(&q).unwrap();
         // Constant 2 µs latency: the count mean within 1 % (its foreign packets' latencies differ
         // from 2 µs), its interval covering; Eq 3 within its much wider noise.
@@ -826,27 +844,13 @@ mod tests {
         let (ps, _, _) = record(dir.path());
         let other = dir.path().join("other.colate");
         let h = ArchiveHeader { config: ColateConfig { seed: 12, ..config() }, ..header(2) };
-        let mut w = ArchiveWriter::create(&other, h.clone()).unwrap();
-        let mut v = Colate::new(&h.config).unwrap();
-        v.update_raw(1, 1, 3 * WINDOW);
-        let mut acc = EpochAccumulator::new(&h.config, 2, 0).unwrap();
-        acc.push_window(3, &v).unwrap();
-        w.append(&acc.flush().unwrap()).unwrap();
+        let mut w = one_epoch_archive(&other, &h);
         // An epoch of another config cannot even be appended.
         let mut acc1 = EpochAccumulator::new(&config(), 2, 5).unwrap();
         acc1.push_window(3, &Colate::new(&config()).unwrap()).unwrap();
         assert!(matches!(w.append(&acc1.flush().unwrap()), Err(ArchiveError::Mismatch { .. })));
         let store = ColateStore::open(&[ps, other]).unwrap();
-        let q = FlowQuery {
-            flow_hash: 1,
-            packets: 1,
-            sender: 1,
-            receiver: 2,
-            start_ns: 3 * WINDOW,
-            end_ns: 3 * WINDOW,
-            max_latency_ns: 0,
-            options: QueryOptions::default(),
-        };
+        let q = flow1_query(1, 0, 0);
         assert!(matches!(store.query_flow(&q), Err(ArchiveError::Query(QueryError::ConfigMismatch { .. }))));
     }
 
@@ -864,32 +868,18 @@ mod tests {
         // Point 2 measured with other packet settings: same COLATE config, refused by the query.
         let other = dir.path().join("other.colate");
         let h = ArchiveHeader { packet_identity: Some(0x2e), ..header(2) };
-        let mut w = ArchiveWriter::create(&other, h.clone()).unwrap();
-        let mut v = Colate::new(&h.config).unwrap();
-        v.update_raw(1, 1, 3 * WINDOW);
-        let mut acc = EpochAccumulator::new(&h.config, 2, 0).unwrap();
-        acc.push_window(3, &v).unwrap();
-        w.append(&acc.flush().unwrap()).unwrap();
+        drop(one_epoch_archive(&other, &h));
         assert_eq!(ArchiveReader::open(&other).unwrap().header().packet_identity, Some(0x2e));
         let store = ColateStore::open(&[ps, other]).unwrap();
-        let q = FlowQuery {
-            flow_hash: 1,
-            packets: 1,
-            sender: 1,
-            receiver: 2,
-            start_ns: 3 * WINDOW,
-            end_ns: 3 * WINDOW,
-            max_latency_ns: 0,
-            options: QueryOptions::default(),
-        };
+        let q = flow1_query(1, 0, 0);
         let e = store.query_flow(&q).unwrap_err();
         assert!(matches!(e, ArchiveError::Query(QueryError::ConfigMismatch { .. })), "{e}");
         assert!(e.to_string().contains("packet identity"), "{e}");
         // A caller's packet settings against archives that record theirs.
         let packet = PacketConfig::default();
-        let own = |identity| ArchiveHeader { packet_identity: Some(identity), ..header(1) };
         let solo = dir.path().join("solo.colate");
-        drop(ArchiveWriter::create(&solo, own(packet.identity_fingerprint())).unwrap());
+        let own = ArchiveHeader { packet_identity: Some(packet.identity_fingerprint()), ..header(1) };
+        drop(ArchiveWriter::create(&solo, own).unwrap());
         let one = ColateStore::open(std::slice::from_ref(&solo)).unwrap();
         one.check_packet(&packet).unwrap();
         let e = one.check_packet(&PacketConfig { identity_seed: 9, ..packet.clone() }).unwrap_err();
@@ -920,16 +910,7 @@ mod tests {
         let w = ArchiveWriter::open_or_create(&old, header(2)).unwrap();
         assert_eq!(w.next_seq(), r.metas()[n - 1].seq + 1);
         // ... and queries pair it with a version-3 archive of any identity, giving the same answer.
-        let q = FlowQuery {
-            flow_hash: 1,
-            packets: p,
-            sender: 1,
-            receiver: 2,
-            start_ns: 3 * WINDOW,
-            end_ns: 3 * WINDOW + 3_000,
-            max_latency_ns: 10_000,
-            options: QueryOptions::default(),
-        };
+        let q = flow1_query(p, 3_000, 10_000);
         let new = ColateStore::open(&[ps.clone(), pr]).unwrap().query_flow(&q).unwrap();
         let mixed = ColateStore::open(&[ps, old.clone()]).unwrap().query_flow(&q).unwrap();
         assert_eq!(format!("{new:?}"), format!("{mixed:?}"));

@@ -18,7 +18,7 @@ use wirelat_dataplane::synopsis::{ConfigError, Synopsis, SynopsisConfig, Synopsi
 
 use crate::colate_archive::{ArchiveError, ArchiveHeader, ArchiveWriter};
 use crate::sink::{EpochMessage, EpochSink, LOCAL_SEGMENT};
-use crate::synopses::peer_fingerprint;
+use crate::synopses::peer_fingerprint_of;
 
 /// Who measured: the point id and the segment id of each direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -280,7 +280,7 @@ impl Publisher {
             epoch,
             epoch_len_ns: self.epoch_len_ns,
             kind: S::Config::KIND,
-            fingerprint: peer_fingerprint(S::Config::KIND, s.config().fingerprint(), &self.packet),
+            fingerprint: peer_fingerprint_of(s, &self.packet),
             complete,
             body,
             summary,

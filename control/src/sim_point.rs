@@ -13,7 +13,7 @@
 
 use crate::ship::{NetworkSink, ShipConfig};
 use crate::sink::{EpochMessage, EpochSink, LOCAL_SEGMENT};
-use crate::synopses::{SynopsesConfig, peer_fingerprint};
+use crate::synopses::{SynopsesConfig, peer_fingerprint_of};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -28,7 +28,7 @@ use wirelat_dataplane::synopsis::hash::mix64;
 use wirelat_dataplane::synopsis::lda::Lda;
 use wirelat_dataplane::synopsis::lds::Lds;
 use wirelat_dataplane::synopsis::rda::{Rda, TimestampCache};
-use wirelat_dataplane::synopsis::{Observation, Synopsis, SynopsisConfig, SynopsisKind};
+use wirelat_dataplane::synopsis::{Observation, Synopsis, SynopsisConfig};
 
 /// `[sim]`: the traffic.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -243,24 +243,24 @@ fn feed<S: Synopsis<Carry = ()>>(
     Ok(())
 }
 
-fn message(
+/// The message a point's publisher would make of `s` (fingerprinted with `packet`).
+fn message<S: Synopsis>(
     point: u32,
     segment: u32,
     epoch: u64,
     e: u64,
-    kind: SynopsisKind,
-    fp: u64,
-    body: Vec<u8>,
+    s: &S,
+    packet: &PacketConfig,
 ) -> EpochMessage {
     EpochMessage {
         point,
         segment,
         epoch,
         epoch_len_ns: e,
-        kind,
-        fingerprint: fp,
+        kind: S::Config::KIND,
+        fingerprint: peer_fingerprint_of(s, packet),
         complete: true,
-        body,
+        body: s.encode(),
         summary: serde_json::json!({ "simulated": true }),
     }
 }
@@ -318,49 +318,17 @@ pub fn simulate(
                 rda_caches: vec![],
             });
             if let Some(s) = sh.lda {
-                h.messages.push(message(
-                    point,
-                    segment,
-                    epoch,
-                    e,
-                    SynopsisKind::Lda,
-                    peer_fingerprint(SynopsisKind::Lda, s.config().fingerprint(), packet),
-                    s.encode(),
-                ));
+                h.messages.push(message(point, segment, epoch, e, &s, packet));
             }
             if let Some(s) = sh.lds {
-                h.messages.push(message(
-                    point,
-                    segment,
-                    epoch,
-                    e,
-                    SynopsisKind::Lds,
-                    peer_fingerprint(SynopsisKind::Lds, s.config().fingerprint(), packet),
-                    s.encode(),
-                ));
+                h.messages.push(message(point, segment, epoch, e, &s, packet));
             }
             if let Some(mut s) = sh.rda {
-                h.messages.push(message(
-                    point,
-                    segment,
-                    epoch,
-                    e,
-                    SynopsisKind::Rda,
-                    peer_fingerprint(SynopsisKind::Rda, s.config().fingerprint(), packet),
-                    s.encode(),
-                ));
+                h.messages.push(message(point, segment, epoch, e, &s, packet));
                 h.rda_caches.push((segment, s.take_cache()));
             }
             if let Some(s) = sh.colate {
-                h.messages.push(message(
-                    point,
-                    segment,
-                    epoch,
-                    e,
-                    SynopsisKind::Colate,
-                    peer_fingerprint(SynopsisKind::Colate, s.config().fingerprint(), packet),
-                    s.encode(),
-                ));
+                h.messages.push(message(point, segment, epoch, e, &s, packet));
             }
         }
         for (epoch, f) in fridges {
@@ -369,15 +337,7 @@ pub fn simulate(
                 messages: vec![],
                 rda_caches: vec![],
             });
-            h.messages.push(message(
-                point,
-                LOCAL_SEGMENT,
-                epoch,
-                e,
-                SynopsisKind::Fridge,
-                peer_fingerprint(SynopsisKind::Fridge, f.config().fingerprint(), packet),
-                f.encode(),
-            ));
+            h.messages.push(message(point, LOCAL_SEGMENT, epoch, e, &f, packet));
         }
         out[which] = by_epoch.into_values().collect();
     }

@@ -17,7 +17,7 @@ use wirelat_dataplane::synopsis::fridge::FridgeConfig;
 use wirelat_dataplane::synopsis::lda::LdaConfig;
 use wirelat_dataplane::synopsis::lds::LdsConfig;
 use wirelat_dataplane::synopsis::rda::RdaConfig;
-use wirelat_dataplane::synopsis::{ConfigError, SynopsisConfig, SynopsisKind};
+use wirelat_dataplane::synopsis::{ConfigError, Synopsis, SynopsisConfig, SynopsisKind};
 
 /// The synopses a point runs (each `None` = off).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -108,6 +108,12 @@ impl SynopsesConfig {
     pub fn is_empty(&self) -> bool {
         !SynopsisKind::ALL.into_iter().any(|k| self.enables(k))
     }
+}
+
+/// The fingerprint the peer checks for synopsis `s` at a point with packet settings `packet`:
+/// what every epoch message carries ([`peer_fingerprint`] of its kind and configuration).
+pub fn peer_fingerprint_of<S: Synopsis>(s: &S, packet: &PacketConfig) -> u64 {
+    peer_fingerprint(S::Config::KIND, s.config().fingerprint(), packet)
 }
 
 /// The fingerprint the peer checks for a `kind` synopsis whose configuration fingerprint is

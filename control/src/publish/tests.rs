@@ -1,6 +1,7 @@
 use super::*;
 use crate::colate_archive::ArchiveReader;
 use crate::epoch::Harvester;
+use crate::synopses::peer_fingerprint;
 use std::sync::{Arc, Mutex};
 use wirelat_dataplane::epoch::{EpochClock, EpochLink};
 use wirelat_dataplane::packet::PacketConfig;
