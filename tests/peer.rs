@@ -611,7 +611,8 @@ fn bad_keys_frames_and_configurations_are_refused_and_the_peer_keeps_serving() {
     let sum = checksum(&v2[..HEADER_LEN], &v2[HEADER_LEN..]);
     v2[40..48].copy_from_slice(&sum.to_le_bytes());
     raw.write_all(&v2).unwrap();
-    raw.write_all(&[0u8; 32]).unwrap();
+    // The peer may refuse on the header and close before the tag arrives: that write can fail.
+    let _ = raw.write_all(&[0u8; 32]);
     assert!(assert_closed(&mut r).contains("version"));
     // An epoch synopsis made under other packet settings (a spill file of an earlier run,
     // say) after a good hello: refused by its fingerprint.
