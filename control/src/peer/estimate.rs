@@ -123,6 +123,7 @@ pub fn lda_group(seg: &SegmentInfo, epoch: u64, up: &Lda, down: &Lda, sides: Sid
             extras.push((
                 "loss",
                 json!({ "sent": r.sent_packets, "received": r.received_packets, "lost": r.lost_packets,
+                        "receiver_excess": r.receiver_excess,
                         "rate": r.loss_rate.as_ref().ok().map(|e| e.value) }),
             ));
             extras.push(("report", json(&r)));

@@ -22,6 +22,7 @@ pub mod fridge;
 pub mod hash;
 pub mod lda;
 pub mod lds;
+pub mod moment;
 pub mod rda;
 
 use crate::packet::{Exchange, FlowKey};

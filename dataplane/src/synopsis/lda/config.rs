@@ -75,6 +75,22 @@ pub struct LdaConfig {
     /// fingerprint like every field, so both points must agree on it.
     #[serde(default = "default_max_negative_delay_ns")]
     pub max_negative_delay_ns: u64,
+    /// Width of each cell's identity digest (the wrapping sum of its packets' identities),
+    /// 0 or 8..=64 bits. A cell is usable only if its counts *and* digests agree at the two
+    /// points, which no pair of different packet sets passes except by a 2^-W collision:
+    /// epoch-boundary slips cannot be accepted whatever the epoch length, clock offset or
+    /// delay (our extension; 0 gives the paper's two-field cell and falls back on the
+    /// `max_negative_delay_ns` guard alone).
+    #[serde(default = "default_digest_bits")]
+    pub digest_bits: u8,
+}
+
+/// Default of [`LdaConfig::digest_bits`]: a 32-bit digest lets a slipped cell through with
+/// probability 2^-32, for 4 more bytes a cell on the wire.
+pub const DEFAULT_DIGEST_BITS: u8 = 32;
+
+fn default_digest_bits() -> u8 {
+    DEFAULT_DIGEST_BITS
 }
 
 fn default_width() -> u8 {
@@ -117,6 +133,7 @@ impl LdaConfig {
             count_bits: 64,
             seed,
             max_negative_delay_ns: DEFAULT_MAX_NEGATIVE_DELAY_NS,
+            digest_bits: DEFAULT_DIGEST_BITS,
         }
     }
 
@@ -167,6 +184,7 @@ impl LdaConfig {
             count_bits: 64,
             seed,
             max_negative_delay_ns: DEFAULT_MAX_NEGATIVE_DELAY_NS,
+            digest_bits: DEFAULT_DIGEST_BITS,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -185,6 +203,11 @@ impl LdaConfig {
     /// Mask of the packet counters.
     pub fn count_mask(&self) -> u64 {
         width_mask(self.count_bits)
+    }
+
+    /// Mask of the identity digests (0 when there is none).
+    pub fn digest_mask(&self) -> u64 {
+        if self.digest_bits == 0 { 0 } else { width_mask(self.digest_bits) }
     }
 
     /// Each bank's exact probability of being chosen for a packet, given the selection mode
@@ -283,6 +306,9 @@ impl SynopsisConfig for LdaConfig {
             if !(8..=64).contains(&bits) {
                 return Err(err(name, format!("must be in 8..=64, got {bits}")));
             }
+        }
+        if self.digest_bits != 0 && !(8..=64).contains(&self.digest_bits) {
+            return Err(err("digest_bits", format!("must be 0 or in 8..=64, got {}", self.digest_bits)));
         }
         Ok(())
     }
@@ -424,5 +450,8 @@ mod tests {
         let mut n = a.clone();
         n.max_negative_delay_ns = 1;
         assert_ne!(a.fingerprint(), n.fingerprint());
+        let mut d = a.clone();
+        d.digest_bits = 0;
+        assert_ne!(a.fingerprint(), d.fingerprint());
     }
 }

@@ -5,10 +5,12 @@
 //! cells          per cell, in flat order (bank after bank, row by row):
 //!                  ts_sum  ⌈ts_bits/8⌉ bytes LE
 //!                  count   ⌈count_bits/8⌉ bytes LE
+//!                  digest  ⌈digest_bits/8⌉ bytes LE (none when digest_bits = 0)
 //! ```
 //!
 //! Fields take only the bytes their configured width needs, so the paper's hardware shape
-//! (1024 cells, 40-bit sums, 32-bit counters) packs into 9,216 bytes of cells, 72 bits a cell.
+//! (1024 cells, 40-bit sums, 32-bit counters, no digest) packs into 9,216 bytes of cells, 72
+//! bits a cell.
 //! The body length follows from the receiver's config and is checked before anything is
 //! allocated; a value wider than its configured width is refused.
 
@@ -24,26 +26,34 @@ fn field_bytes(bits: u8) -> usize {
 
 /// Bytes of the body for `cfg`.
 pub fn body_len(cfg: &LdaConfig) -> usize {
-    8 + cfg.total_cells() as usize * (field_bytes(cfg.ts_bits) + field_bytes(cfg.count_bits))
+    8 + cfg.total_cells() as usize * cell_bytes(cfg)
+}
+
+/// Bytes of one cell for `cfg`.
+fn cell_bytes(cfg: &LdaConfig) -> usize {
+    field_bytes(cfg.ts_bits) + field_bytes(cfg.count_bits) + field_bytes(cfg.digest_bits)
 }
 
 pub(super) fn write_body(cfg: &LdaConfig, cells: &[Cell], total_packets: u64, w: &mut Writer<'_>) {
     let (tb, cb) = (field_bytes(cfg.ts_bits), field_bytes(cfg.count_bits));
+    let width = cell_bytes(cfg);
     w.reserve(body_len(cfg));
     w.u64(total_packets);
-    // A cell is ts_sum's low tb bytes then count's low cb bytes: write both whole (8 bytes
-    // each, the second over the first's unused top) into a stack block, flushed when full, so
-    // every copy has a fixed size.
+    // A cell is ts_sum's low tb bytes, count's low cb bytes, then the digest's: write each
+    // whole (8 bytes, the next over the previous one's unused top) into a stack block, flushed
+    // when full, so every copy has a fixed size. The digest is 0 when it has no bytes, so its
+    // whole write past the cell is overwritten by the next cell or never flushed.
     let mut block = [0u8; 4096];
     let mut used = 0;
     for c in cells {
-        if used + 16 > block.len() {
+        if used + 24 > block.len() {
             w.bytes(&block[..used]);
             used = 0;
         }
         block[used..used + 8].copy_from_slice(&c.ts_sum.to_le_bytes());
         block[used + tb..used + tb + 8].copy_from_slice(&c.count.to_le_bytes());
-        used += tb + cb;
+        block[used + tb + cb..used + tb + cb + 8].copy_from_slice(&c.digest.to_le_bytes());
+        used += width;
     }
     w.bytes(&block[..used]);
 }
@@ -69,19 +79,19 @@ pub(super) fn read_body(cfg: &LdaConfig, r: &mut Reader<'_>) -> Result<(Vec<Cell
     cfg.validate().map_err(|e| DecodeError::Invalid { field: "config", reason: e.to_string() })?;
     // Every length is known from the config: check it before allocating anything.
     r.require(body_len(cfg))?;
-    let (tb, cb) = (field_bytes(cfg.ts_bits), field_bytes(cfg.count_bits));
+    let (tb, cb, db) = (field_bytes(cfg.ts_bits), field_bytes(cfg.count_bits), field_bytes(cfg.digest_bits));
     let total = r.u64()?;
     let n = cfg.total_cells() as usize;
-    let width = tb + cb;
-    let (ts_mask, count_mask) = (cfg.ts_mask(), cfg.count_mask());
+    let width = cell_bytes(cfg);
+    let (ts_mask, count_mask, digest_mask) = (cfg.ts_mask(), cfg.count_mask(), cfg.digest_mask());
     let block = r.bytes(n * width)?;
     let mut cells = Vec::with_capacity(n);
-    let mut tail = [0u8; 16];
+    let mut tail = [0u8; 24];
     for i in 0..n {
         let at = i * width;
-        // Read 16 bytes from the cell's start (fixed-size loads) and keep each field's own
-        // bytes; the last cells, closer than 16 bytes to the end, go through a copy.
-        let window = match block.get(at..at + 16) {
+        // Read 24 bytes from the cell's start (fixed-size loads) and keep each field's own
+        // bytes; the last cells, closer than 24 bytes to the end, go through a copy.
+        let window = match block.get(at..at + 24) {
             Some(w) => w,
             None => {
                 let cell = block.get(at..at + width).unwrap_or(&[]);
@@ -91,9 +101,11 @@ pub(super) fn read_body(cfg: &LdaConfig, r: &mut Reader<'_>) -> Result<(Vec<Cell
         };
         let ts = le_u64(&window[..8]) & byte_mask(tb);
         let count = le_u64(&window[tb..tb + 8]) & byte_mask(cb);
+        let digest = le_u64(&window[tb + cb..tb + cb + 8]) & byte_mask(db);
         cells.push(Cell {
             ts_sum: check_width(ts, ts_mask, "lda.cell.ts_sum")?,
             count: check_width(count, count_mask, "lda.cell.count")?,
+            digest: check_width(digest, digest_mask, "lda.cell.digest")?,
         });
     }
     Ok((cells, total))
@@ -113,6 +125,7 @@ mod tests {
         c.banks.push(BankConfig { rows: 512, p: 0.000512 });
         c.ts_bits = 40;
         c.count_bits = 32;
+        c.digest_bits = 0;
         c
     }
 
@@ -134,11 +147,19 @@ mod tests {
         assert_eq!(bytes.len(), HEADER_LEN + 8 + 9_216);
         let back = Lda::decode(&cfg, &bytes).unwrap();
         assert_eq!(back, lda);
-        // 64-bit widths: 16 bytes a cell.
+        // 64-bit widths and the default 32-bit digest: 20 bytes a cell.
         let wide = filled(&LdaConfig::single_bank(64, 1.0, 1), 1000);
         let wb = wide.encode();
-        assert_eq!(wb.len(), HEADER_LEN + 8 + 64 * 16);
+        assert_eq!(wb.len(), HEADER_LEN + 8 + 64 * 20);
         assert_eq!(Lda::decode(wide.config(), &wb).unwrap(), wide);
+        // An odd digest width, with the digest's top byte over-wide: refused.
+        let mut odd = LdaConfig::single_bank(64, 1.0, 1);
+        odd.digest_bits = 12;
+        let o = filled(&odd, 1000);
+        let mut ob = o.encode();
+        assert_eq!(Lda::decode(&odd, &ob).unwrap(), o);
+        ob[HEADER_LEN + 8 + 16 + 1] = 0xff;
+        assert!(matches!(Lda::decode(&odd, &ob), Err(DecodeError::Invalid { field: "lda.cell.digest", .. })));
     }
 
     #[test]
@@ -220,13 +241,14 @@ mod tests {
         }
 
         #[test]
-        fn round_trip_any_contents(cells in proptest::collection::vec((any::<u64>(), any::<u64>()), 8),
-                                   total in any::<u64>()) {
+        fn round_trip_any_contents(cells in proptest::collection::vec((any::<u64>(), any::<u64>(), any::<u64>()), 8),
+                                   total in any::<u64>(), digest_bits in prop_oneof![Just(0u8), 8u8..=64]) {
             let mut cfg = LdaConfig::single_bank(8, 0.5, 1);
             cfg.ts_bits = 40;
             cfg.count_bits = 20;
+            cfg.digest_bits = digest_bits;
             let cells: Vec<Cell> = cells.into_iter()
-                .map(|(t, c)| Cell { ts_sum: t & cfg.ts_mask(), count: c & cfg.count_mask() })
+                .map(|(t, c, d)| Cell { ts_sum: t & cfg.ts_mask(), count: c & cfg.count_mask(), digest: d & cfg.digest_mask() })
                 .collect();
             let lda = Lda::from_parts(&cfg, cells, total);
             prop_assert_eq!(Lda::decode(&cfg, &lda.encode()).unwrap(), lda);

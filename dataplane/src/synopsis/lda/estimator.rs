@@ -7,8 +7,13 @@
 //! mean            D  = Σ u_ij (T_B[i,j] − T_A[i,j]) / S,    S = Σ u_ij S_A[i,j]
 //! bucket          rows 2i, 2i+1 (0-based) of a bank; sign + for the odd row, − for the even one
 //! second moment   F  = Σ ũ_ij (Δ[2i+1,j] − Δ[2i,j])² / S̃,   S̃ = Σ ũ_ij S̃_A(i,j)
-//! std-dev         σ̂ = sqrt(max(F − D², 0))
+//! paper std-dev   σ̂_F = sqrt(max(F − D², 0))                          (`paper_std_dev`)
+//! std-dev         σ̂² = Σ u_ij (Δ[i,j] − S_A[i,j]·D)² / (S − Σ u_ij S_A[i,j]²/S)   (`std_dev`)
 //! ```
+//!
+//! The reported `std_dev` is our group moment ([`crate::synopsis::moment`]): unbiased, never
+//! clamped, and not a difference of two large numbers like F − D² (which loses σ when the
+//! mean is large against it); the paper's is kept beside it.
 //!
 //! Where this departs from the paper, following the spec:
 //! - sums range over every bank (the printed formulas show only Σ_i; spec §8.2);
@@ -16,6 +21,8 @@
 //!   (spec §8.3, §8.5);
 //! - a bucket is usable only if both its rows are (the paper compares only the summed counts;
 //!   spec §8.6), and a cell with S_B > S_A is unusable and counted as an anomaly (§8.17);
+//! - a cell is usable only if the identity digests agree too (our extension, `digest_bits`):
+//!   counts alone accept a cell holding different packets at the two points (see `compare`);
 //! - a cell with S_A = S_B but a delay sum below −S_A·N (N = `max_negative_delay_ns`, the
 //!   largest clock offset allowed) is unusable and counted as an anomaly too: it holds
 //!   different packets at the two points, crossing an epoch boundary in opposite directions
@@ -36,6 +43,7 @@ use crate::synopsis::Synopsis;
 use crate::synopsis::SynopsisConfig;
 use crate::synopsis::codec::DecodeError;
 use crate::synopsis::estimate::{Estimate, Measured, NoEstimate};
+use crate::synopsis::moment::{self, Group, Partition};
 use serde::Serialize;
 use thiserror::Error;
 
@@ -96,11 +104,18 @@ pub struct LdaReport {
     /// D ± sqrt(2 ln(2/δ)) σ̂/√S (paper eq. 1 with σ̂ for σ). No interval when σ̂ is unknown or
     /// was clamped to 0. `samples` = S.
     pub mean_delay: Measured<Estimate>,
-    /// Standard deviation σ̂ = sqrt(max(F − D², 0)); `samples` = S̃.
+    /// Standard deviation σ̂ by the group moment over usable cells (our estimator, the
+    /// default; [`crate::synopsis::moment`]): σ̂² = Σ (Δ − c·D)² / (S − Σc²/S), with its
+    /// (`confidence`) interval; `samples` = S.
     pub std_dev: Measured<Estimate>,
+    /// The paper's standard deviation sqrt(max(F − D², 0)) from collapsed buckets (spec §4.4),
+    /// kept for comparison; `samples` = S̃. Worse when μ ≫ σ (a difference of two large
+    /// numbers) and clamped to 0 when F < D².
+    pub paper_std_dev: Measured<Estimate>,
     /// Second moment F (mean squared delay); `samples` = S̃.
     pub second_moment: Measured<Estimate>,
-    /// F − D² was negative and σ̂ was clamped to 0 (too few buckets or a low-CV delay).
+    /// F − D² was negative and `paper_std_dev` was clamped to 0 (too few buckets or a low-CV
+    /// delay). `std_dev` is never clamped.
     pub variance_clamped: bool,
     /// Nominal level of `mean_delay.interval`.
     pub confidence: f64,
@@ -141,9 +156,14 @@ pub struct LdaReport {
     pub sent_packets: u64,
     /// Every packet the receiver saw (unsampled counter).
     pub received_packets: u64,
-    /// sent − received: exact loss when both points cover the same packets.
-    pub lost_packets: i64,
-    /// Exact loss rate lost/sent.
+    /// sent − received when the receiver saw no more than the sender: exact loss when both
+    /// points cover the same packets (packets crossing an epoch boundary between the points
+    /// move it by their net count). `None` when the receiver saw more (never a negative loss).
+    pub lost_packets: Option<u64>,
+    /// received − sent when the receiver saw more packets than the sender (boundary slip or
+    /// traffic entering between the points), else 0.
+    pub receiver_excess: u64,
+    /// Exact loss rate lost/sent; the reason instead when `lost_packets` is `None`.
     pub loss_rate: Measured<Estimate>,
     /// Per-bank diagnostics, in config order.
     pub banks: Vec<BankReport>,
@@ -173,36 +193,40 @@ struct CellPair {
     delay_sum: i128,
 }
 
-/// Compares cell (i, j) of the two points: usable when the counts agree (spec §4.1) *and* the
-/// delay sum is possible for real packets; anomalous when the receiver counted more (spec §8.17)
-/// or when the counts agree but the delay sum is impossible (below).
+/// Compares cell (i, j) of the two points: usable when the counts *and* the identity digests
+/// agree (spec §4.1 plus our digest) and the delay sum is possible for real packets; anomalous
+/// when the receiver counted more (spec §8.17) or when the counts agree but the cell cannot
+/// hold the same packets at both points (below).
 ///
-/// **Boundary slip (our guard, beyond the spec; spec §8.21 only says a slipped packet spoils
-/// its cell).** Each point assigns a packet to an epoch of length E by its own timestamp, so a
+/// **Boundary slip (our rule, beyond the spec; spec §8.21 only says a slipped packet spoils its
+/// cell).** Each point assigns a packet to an epoch of length E by its own timestamp, so a
 /// packet sent just before a boundary is counted in epoch k at A and in k+1 at B. If such a
 /// crossing-out packet X and a crossing-in packet Y (A saw it in k−1, B in k) fall into the same
 /// cell of epoch k, the counts agree, yet the cell holds X at A and Y at B and its difference
-/// carries t_B(Y) − t_A(X) ≈ −E instead of two delays: one such cell moved a 100-ms epoch's
-/// mean by about E/S (−63 µs instead of +47 µs at S = 922) and inflated σ̂ through its bucket.
+/// carries t_B(Y) − t_A(X) ∈ (−E, −E + d_X + d_Y) instead of two delays: one such cell moved a
+/// 100-ms epoch's mean by about E/S and inflated σ̂ by ×85.
 ///
-/// A real packet's delay is negative only by the clock offset, at most N =
-/// `max_negative_delay_ns`, so a cell of c real packets has Δ ≥ −c·N. A count-matched cell
-/// with Δ < −c·N is therefore anomalous and left out (its bucket too). The slipped cell holds
-/// X plus c − 1 common packets at A and Y plus the same c − 1 at B, so Δ ≈ −E + (c − 1)·mean:
-/// sparse cells — the usual case, c·(mean + N) < E — are caught. A cell dense enough to hide
-/// the −E (c·(mean + N) ≥ E) still shifts the mean by ≈ E/S ≤ (c/S)·(mean + N): bounded by
-/// that cell's share of the sample, not by the epoch length. Slip never makes Δ too large
-/// (B always sees the later packet in the earlier epoch), so there is no upper guard.
+/// No rule on (count, delay sum) alone can refuse every such cell: a cell of c packets with
+/// delays in [−N, M] sums to [−cN, cM], a slipped one to (−E − (c−1)N, −E + (c+1)M), and the
+/// two ranges overlap as soon as c(M + N) + M > E — with 10-ms epochs and 10 ms of allowed
+/// offset, already at c = 1. So each cell also sums its packets' identities (`digest_bits`
+/// wide): a cell is usable only if A's and B's digests agree, and for different packet sets
+/// they agree with probability 2^-W, whatever E, the offset and the delays. The old guard
+/// (Δ < −c·N: no c real packets sum that low) stays as a second test, and is the only one
+/// when `digest_bits` = 0 (the paper's cell). Both outcomes count as `slipped`.
 fn compare(cfg: &LdaConfig, a: &Cell, b: &Cell) -> CellPair {
     let count_mask = cfg.count_mask();
     let missing = a.count.wrapping_sub(b.count) & count_mask;
     let receiver_more = missing > count_mask >> 1;
-    let matched = missing == 0;
+    // Same count and same identity digest: the same packets at both points, up to a 2^-W
+    // digest collision (no digest configured: counts only, as in the paper).
+    let matched = missing == 0 && a.digest == b.digest;
     let delay_sum =
         if matched { signed(b.ts_sum.wrapping_sub(a.ts_sum) & cfg.ts_mask(), cfg.ts_bits) } else { 0 };
     // c ≤ 2^64 and N < 2^64: the product can exceed i128, so it saturates (no guard then).
     let floor = i128::from(a.count).saturating_mul(i128::from(cfg.max_negative_delay_ns));
-    let slipped = matched && delay_sum < -floor;
+    let other_packets = missing == 0 && a.digest != b.digest;
+    let slipped = other_packets || (matched && delay_sum < -floor);
     let usable = matched && !slipped;
     CellPair {
         usable,
@@ -254,6 +278,7 @@ pub fn estimate_with_confidence(
     let mut r = LdaReport {
         mean_delay: Err(NoEstimate::NoPackets),
         std_dev: Err(NoEstimate::NoPackets),
+        paper_std_dev: Err(NoEstimate::NoPackets),
         second_moment: Err(NoEstimate::NoPackets),
         variance_clamped: false,
         confidence,
@@ -273,7 +298,8 @@ pub fn estimate_with_confidence(
         sampled_loss_rate: Err(NoEstimate::NoPackets),
         sent_packets: sender.total_packets(),
         received_packets: receiver.total_packets(),
-        lost_packets: sender.total_packets().wrapping_sub(receiver.total_packets()) as i64,
+        lost_packets: sender.total_packets().checked_sub(receiver.total_packets()),
+        receiver_excess: receiver.total_packets().saturating_sub(sender.total_packets()),
         loss_rate: Err(NoEstimate::NoPackets),
         banks: Vec::with_capacity(cfg.banks.len()),
     };
@@ -283,6 +309,7 @@ pub fn estimate_with_confidence(
     let mut delay_sum: i128 = 0; // Σ u_ij Δ[i,j]
     let mut square_sum = 0.0f64; // Σ ũ_ij (signed bucket sum)²
     let mut bucket_mass_sq = 0.0f64; // Σ k_b² over usable buckets
+    let mut groups = Vec::with_capacity(cfg.total_cells() as usize); // usable cells, for σ̂
     let probabilities = cfg.effective_probabilities();
     for (j, bank) in cfg.banks.iter().enumerate() {
         let mut br = BankReport {
@@ -308,6 +335,7 @@ pub fn estimate_with_confidence(
                     br.usable_cells += 1;
                     br.samples = br.samples.saturating_add(c.sent);
                     delay_sum += c.delay_sum;
+                    groups.push(Group { delay_sum: c.delay_sum as f64, count: c.sent });
                 }
             }
             if minus.usable && plus.usable {
@@ -343,11 +371,11 @@ pub fn estimate_with_confidence(
     // Second moment and std-dev over usable buckets.
     if r.collapsed_samples == 0 {
         r.second_moment = Err(none_usable.clone());
-        r.std_dev = Err(none_usable);
+        r.paper_std_dev = Err(none_usable.clone());
     } else {
         let f = square_sum / r.collapsed_samples as f64;
         r.second_moment = Estimate::new(f, r.collapsed_samples);
-        r.std_dev = match &mean {
+        r.paper_std_dev = match &mean {
             Ok(d) => {
                 let var = f - d.value * d.value;
                 r.variance_clamped = var < 0.0;
@@ -357,8 +385,15 @@ pub fn estimate_with_confidence(
         };
     }
 
+    r.std_dev = if r.samples == 0 {
+        Err(none_usable)
+    } else {
+        moment::std_dev(&[(Partition::of(&groups), &groups)], 1, confidence)
+    };
+
+    // The interval uses the group-moment σ̂ (it is never clamped).
     r.mean_delay = mean.map(|d| match &r.std_dev {
-        Ok(s) if !r.variance_clamped => match confidence_half_width(s.value, r.samples, confidence) {
+        Ok(s) => match confidence_half_width(s.value, r.samples, confidence) {
             Some(h) => d.with_half_width(confidence, h),
             None => d,
         },
@@ -372,17 +407,17 @@ pub fn estimate_with_confidence(
     };
     r.loss_rate = if r.sent_packets == 0 {
         Err(NoEstimate::NoPackets)
-    } else if r.lost_packets < 0 {
-        Err(NoEstimate::Other {
-            detail: format!(
-                "the receiver saw {} more packets than the sender (interval boundary slip or traffic \
-                 entering between the points)",
-                // unsigned_abs: the wire totals can differ by exactly 2^63 (i64::MIN).
-                r.lost_packets.unsigned_abs()
-            ),
-        })
     } else {
-        Estimate::new(r.lost_packets as f64 / r.sent_packets as f64, r.sent_packets)
+        match r.lost_packets {
+            None => Err(NoEstimate::Other {
+                detail: format!(
+                    "the receiver saw {} more packets than the sender (interval boundary slip or \
+                     traffic entering between the points)",
+                    r.receiver_excess
+                ),
+            }),
+            Some(lost) => Estimate::new(lost as f64 / r.sent_packets as f64, r.sent_packets),
+        }
     };
     Ok(r)
 }

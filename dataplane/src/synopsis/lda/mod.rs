@@ -62,8 +62,8 @@ mod spec_tests;
 mod stat_tests;
 
 pub use config::{
-    BankConfig, BankSelect, BankTarget, DEFAULT_ALPHA, DEFAULT_MAX_NEGATIVE_DELAY_NS, LdaConfig, MAX_BANKS,
-    MAX_CELLS,
+    BankConfig, BankSelect, BankTarget, DEFAULT_ALPHA, DEFAULT_DIGEST_BITS, DEFAULT_MAX_NEGATIVE_DELAY_NS,
+    LdaConfig, MAX_BANKS, MAX_CELLS,
 };
 pub use encoding::body_len;
 pub use estimator::{

@@ -179,6 +179,7 @@ mod tests {
             count_bits: 64,
             seed: 11,
             max_negative_delay_ns: crate::synopsis::lda::DEFAULT_MAX_NEGATIVE_DELAY_NS,
+            digest_bits: crate::synopsis::lda::DEFAULT_DIGEST_BITS,
         };
         cfg.validate().unwrap();
         let (per_bank, unsampled) = counts(&cfg, n);

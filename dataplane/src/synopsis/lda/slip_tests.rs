@@ -16,6 +16,11 @@ fn config(max_negative_delay_ns: u64) -> LdaConfig {
     LdaConfig { max_negative_delay_ns, ..LdaConfig::single_bank(64, 1.0, 21) }
 }
 
+/// The paper's cell: counts and timestamp sums only, no identity digest.
+fn without_digest(max_negative_delay_ns: u64) -> LdaConfig {
+    LdaConfig { digest_bits: 0, ..config(max_negative_delay_ns) }
+}
+
 /// One point's synopses of epochs k−1, k, k+1; each packet goes to the epoch of its own
 /// timestamp, as the runtime assigns it.
 struct Point {
@@ -91,11 +96,11 @@ fn crossing_pair_in_one_cell_is_anomalous_and_the_mean_exact() {
     all.extend([y, x]);
 
     // Epoch k holds the inside packets plus X at A and plus Y at B: n + 1 at each point, and
-    // the slipped cell one packet at each (X at A, Y at B). Without the guard (N so large that
-    // −c·N saturates) it passes the count test: S = n + 1 and Δ gains t_B(Y) − t_A(X) =
+    // the slipped cell one packet at each (X at A, Y at B). Without the guards (no digest, N
+    // so large that −c·N saturates) it passes the count test: S = n + 1 and Δ gains t_B(Y) − t_A(X) =
     // −E + 40 µs, so the mean is off by (E − 40 µs + truth)/(n + 1) ≈ E/S, about 249 µs here
     // against a truth near 60 µs.
-    let open = run(&config(u64::MAX), &all);
+    let open = run(&without_digest(u64::MAX), &all);
     assert_eq!((open.sampled_sent, open.sampled_received, open.anomalous_cells), (n + 1, n + 1, 0));
     assert_eq!((open.usable_cells, open.samples), (64, n + 1));
     let slipped = (delay_sum(&inside) + i128::from(y.2) - i128::from(x.1)) as f64 / (n + 1) as f64;
@@ -105,7 +110,13 @@ fn crossing_pair_in_one_cell_is_anomalous_and_the_mean_exact() {
     assert!((truth - open_mean - e_over_s).abs() < 0.01 * e_over_s, "{open_mean} vs {truth}");
 
     // With the guard: the cell (c = 1, Δ ≈ −E < −1·10 ms) is anomalous, everything else
-    // usable, and D is exactly the mean of the inside packets.
+    // usable, and D is exactly the mean of the inside packets. Either guard catches it alone.
+    let by_floor = run(&without_digest(DEFAULT_MAX_NEGATIVE_DELAY_NS), &all);
+    let by_digest = run(&config(u64::MAX), &all);
+    for g in [&by_floor, &by_digest] {
+        assert_eq!((g.slipped_cells, g.samples), (1, n));
+        assert_eq!(g.mean_delay.clone().unwrap().value, truth);
+    }
     let r = run(&guarded, &all);
     assert_eq!((r.sampled_sent, r.sampled_received, r.sampled_lost), (n + 1, n + 1, 0));
     assert_eq!((r.anomalous_cells, r.usable_cells, r.samples), (1, 63, n));
@@ -126,8 +137,8 @@ fn crossing_pair_in_one_cell_is_anomalous_and_the_mean_exact() {
     };
     let max_bucket = a_k.cells().chunks_exact(2).map(|b| b[0].count + b[1].count).max().unwrap();
     let bound = (max_bucket as f64).sqrt() * 100_000.0;
-    let sd = r.std_dev.clone().unwrap().value;
-    let open_sd = open.std_dev.clone().unwrap().value;
+    let sd = r.paper_std_dev.clone().unwrap().value;
+    let open_sd = open.paper_std_dev.clone().unwrap().value;
     assert!(sd <= bound, "σ̂ {sd} above {bound}");
     assert!(open_sd > 1_000_000.0, "the unguarded σ̂ {open_sd} should carry the slip");
 }
@@ -167,4 +178,48 @@ fn the_limit_is_inclusive() {
     let r = estimate(&a, &b).unwrap();
     assert_eq!((r.anomalous_cells, r.samples), (1, 1));
     assert_eq!(r.mean_delay.unwrap().value, -1_000.0);
+}
+
+/// The issue-18 case the floor cannot see: 10-ms epochs with the default N = 10 ms. A slipped
+/// cell's Δ = −E + d_X + d_Y lies above −1·N, so the count-and-floor test accepts it; the
+/// identity digest refuses it, and the mean is again exactly the inside packets'.
+#[test]
+fn short_epochs_slip_past_the_floor_but_not_the_digest() {
+    const E: u64 = 10_000_000;
+    let cfg = config(DEFAULT_MAX_NEGATIVE_DELAY_NS);
+    let probe = Lda::new(&cfg).unwrap();
+    let cell = |id: u64| probe.locate(id).unwrap().flat;
+    let (y_id, start) = (1_000_000u64, 5 * E);
+    let slip = cell(y_id);
+    let x_id = (y_id + 1..).find(|&id| cell(id) == slip).unwrap();
+    // Y: A at start − 20 µs (epoch 4), B at start + 30 µs; X: A at end − 10 µs, B after it.
+    let y = (y_id, start - 20_000, start + 30_000);
+    let x = (x_id, start + E - 10_000, start + E + 40_000);
+    let inside: Vec<Packet> = (0..)
+        .filter(|&id| cell(id) != slip)
+        .take(300)
+        .map(|id| {
+            let ta = start + 100_000 + id * 30_000;
+            (id, ta, ta + 20_000 + (id * 7_919) % 80_000)
+        })
+        .collect();
+    let truth = delay_sum(&inside) as f64 / inside.len() as f64;
+    let run_e = |cfg: &LdaConfig| {
+        let (mut a, mut b) = (Lda::new(cfg).unwrap(), Lda::new(cfg).unwrap());
+        for &(id, ta, tb) in inside.iter().chain([&y, &x]) {
+            if ta / E == 5 {
+                a.update_raw(id, ta);
+            }
+            if tb / E == 5 {
+                b.update_raw(id, tb);
+            }
+        }
+        estimate(&a, &b).unwrap()
+    };
+    let floor_only = run_e(&without_digest(DEFAULT_MAX_NEGATIVE_DELAY_NS));
+    assert_eq!(floor_only.slipped_cells, 0, "Δ ≈ −E + 90 µs > −N: the floor lets it in");
+    assert!(floor_only.mean_delay.unwrap().value < truth - 0.9 * E as f64 / 301.0);
+    let r = run_e(&cfg);
+    assert_eq!((r.slipped_cells, r.samples), (1, 300));
+    assert_eq!(r.mean_delay.unwrap().value, truth);
 }

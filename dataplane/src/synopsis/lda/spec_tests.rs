@@ -60,10 +60,10 @@ fn paper_figure_2() {
     let cfg = LdaConfig::single_bank(4, 1.0, 0);
     let (mut a, mut b) = (lda(&cfg), lda(&cfg));
     for (cell, (ta, sa)) in a.cells_mut().iter_mut().zip([(120, 5), (234, 10), (15, 2), (6, 1)]) {
-        *cell = Cell { ts_sum: ta, count: sa };
+        *cell = Cell { ts_sum: ta, count: sa, digest: 0 };
     }
     for (cell, (tb, sb)) in b.cells_mut().iter_mut().zip([(180, 5), (348, 9), (37, 2), (14, 1)]) {
-        *cell = Cell { ts_sum: tb, count: sb };
+        *cell = Cell { ts_sum: tb, count: sb, digest: 0 };
     }
     a.set_total_packets(18);
     b.set_total_packets(17);
@@ -74,15 +74,18 @@ fn paper_figure_2() {
     assert_eq!((r.samples, d.samples, r.usable_cells, r.cells), (8, 8, 3, 4));
     assert_eq!((r.sampled_sent, r.sampled_received, r.sampled_lost), (18, 17, 1));
     assert_eq!(r.sampled_loss_rate.clone().unwrap().value, 1.0 / 18.0);
-    assert_eq!((r.lost_packets, r.loss_rate.clone().unwrap().value), (1, 1.0 / 18.0));
+    assert_eq!((r.lost_packets, r.loss_rate.clone().unwrap().value), (Some(1), 1.0 / 18.0));
     // Collapsed: bucket {1,2} unusable; bucket {3,4} has signed sum Δ_4 − Δ_3 = 8 − 22 = −14
     // over 3 packets, so F = 196/3; F − D² = 65.33 − 126.56 < 0 is clamped.
     assert_eq!((r.usable_buckets, r.buckets, r.collapsed_samples), (1, 2, 3));
     assert_eq!(r.second_moment.clone().unwrap().value, 196.0 / 3.0);
     assert!(r.variance_clamped);
-    assert_eq!(r.std_dev.clone().unwrap().value, 0.0);
-    // A clamped σ̂ of 0 would give a zero-width interval: none is reported.
-    assert_eq!(d.interval, None);
+    assert_eq!(r.paper_std_dev.clone().unwrap().value, 0.0);
+    // The group moment over the three usable cells (60, 5), (22, 2), (8, 1) about D = 11.25:
+    // residuals 3.75, −0.5, −3.25; Σ r² = 24.875 over S − Σc²/S = 8 − 30/8 = 4.25.
+    let sd = r.std_dev.clone().unwrap();
+    assert!((sd.value - (24.875f64 / 4.25).sqrt()).abs() < 1e-12, "{sd:?}");
+    assert!(d.interval.is_some(), "the group moment is never clamped: the mean has its interval");
     assert_eq!(r.anomalous_cells, 0);
     assert_eq!(r.banks[0].usable_cells, 3);
     // The report is what the peer prints as a JSON line.
@@ -101,7 +104,7 @@ fn without_loss_and_p_1_the_mean_is_exact() {
         assert_eq!(r.samples, n);
         assert_eq!(r.usable_cells, u64::from(rows));
         assert!((r.mean_delay.unwrap().value - mean).abs() <= 1e-12 * mean, "m = {rows}");
-        assert_eq!((r.sampled_lost, r.lost_packets), (0, 0));
+        assert_eq!((r.sampled_lost, r.lost_packets), (0, Some(0)));
     }
 }
 
@@ -136,12 +139,12 @@ fn one_packet_per_bucket_makes_f_exact() {
     assert_eq!(rep.collapsed_samples, 300);
     assert!((rep.second_moment.unwrap().value - mean_sq).abs() <= 1e-12 * mean_sq);
     assert!(!rep.variance_clamped);
-    assert!((rep.std_dev.unwrap().value - sd).abs() <= 1e-9 * sd);
+    assert!((rep.paper_std_dev.unwrap().value - sd).abs() <= 1e-9 * sd);
     // B_eff counts 300 equally heavy buckets.
     assert!((rep.effective_buckets - 300.0).abs() < 1e-9);
-    // And the interval is the paper's 98% half-width with σ̂: 3.035·σ̂/√S.
+    // And the interval is the paper's 98% half-width with the (group-moment) σ̂: 3.035·σ̂/√S.
     let iv = rep.mean_delay.unwrap().interval.unwrap();
-    let h = sizing::confidence_half_width(sd, 300, 0.98).unwrap();
+    let h = sizing::confidence_half_width(rep.std_dev.unwrap().value, 300, 0.98).unwrap();
     assert!(((iv.high - iv.low) / 2.0 - h).abs() <= 1e-6 * h);
 }
 
@@ -155,7 +158,7 @@ fn one_loss_spoils_exactly_one_row() {
     let r = estimate(&a, &b).unwrap();
     let bad_row = a.locate(victim).unwrap().flat;
     assert_eq!(r.usable_cells, 63);
-    assert_eq!((r.sampled_lost, r.lost_packets), (1, 1));
+    assert_eq!((r.sampled_lost, r.lost_packets), (1, Some(1)));
     // D is the exact mean of the packets in the other 63 rows.
     let (mean, n) = exact_mean(&pk, |id| a.locate(id).unwrap().flat != bad_row);
     assert_eq!(r.samples, n);
@@ -228,12 +231,12 @@ fn receiver_counting_more_is_an_anomaly() {
     assert_eq!((r.receiver_more_cells, r.slipped_cells), (1, 0), "counted as the receiver counting more");
     assert_eq!(r.usable_cells, 30, "the lossy row and the anomalous row are unusable");
     assert_eq!(r.sampled_lost, 1, "the anomaly does not cancel the real loss");
-    assert_eq!(r.lost_packets, 0);
+    assert_eq!(r.lost_packets, Some(0));
     assert!(r.loss_rate.is_ok());
     // Two strays make the receiver count more than the sender in total.
     b.update_raw(stray, 1);
     let r = estimate(&a, &b).unwrap();
-    assert_eq!(r.lost_packets, -1);
+    assert_eq!((r.lost_packets, r.receiver_excess), (None, 1), "never a negative loss");
     assert!(matches!(r.loss_rate, Err(NoEstimate::Other { .. })));
 }
 
@@ -340,10 +343,10 @@ mod arbitrary_input {
             // Counts near the top of the range exercise the saturating sums.
             let count = |c: u64| if big { u64::MAX - c } else { c };
             for (cell, (t, c)) in x.cells_mut().iter_mut().zip(&a) {
-                *cell = Cell { ts_sum: t & cfg.ts_mask(), count: count(*c) };
+                *cell = Cell { ts_sum: t & cfg.ts_mask(), count: count(*c), digest: 0 };
             }
             for (cell, (t, c)) in y.cells_mut().iter_mut().zip(&b) {
-                *cell = Cell { ts_sum: t & cfg.ts_mask(), count: count(*c) };
+                *cell = Cell { ts_sum: t & cfg.ts_mask(), count: count(*c), digest: 0 };
             }
             x.set_total_packets(totals.0);
             y.set_total_packets(totals.1);
@@ -364,7 +367,7 @@ mod arbitrary_input {
         x.set_total_packets(1);
         y.set_total_packets((1u64 << 63) + 1);
         let r = estimate(&x, &y).unwrap();
-        assert_eq!(r.lost_packets, i64::MIN);
+        assert_eq!((r.lost_packets, r.receiver_excess), (None, 1u64 << 63));
         assert!(matches!(r.loss_rate, Err(NoEstimate::Other { .. })), "{:?}", r.loss_rate);
     }
 }

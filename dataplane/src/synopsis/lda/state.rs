@@ -9,8 +9,9 @@ use super::placement::{CellIndex, Placement};
 use crate::synopsis::codec::{DecodeError, Reader, Writer};
 use crate::synopsis::{ConfigError, MergeError, Observation, Synopsis, SynopsisConfig};
 
-/// One cell (i, j): the sum of the local timestamps of the packets hashed there (T[i, j]) and
-/// their number (S[i, j]). Both wrap at the configured widths.
+/// One cell (i, j): the sum of the local timestamps of the packets hashed there (T[i, j]), their
+/// number (S[i, j]) and the sum of their identities (our digest, not in the paper: two points
+/// whose cells hold different packets disagree on it). All wrap at the configured widths.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Cell {
@@ -18,6 +19,8 @@ pub struct Cell {
     pub ts_sum: u64,
     /// Packet counter S[i, j], modulo 2^count_bits.
     pub count: u64,
+    /// Identity digest: Σ identities modulo 2^digest_bits (always 0 when `digest_bits` = 0).
+    pub digest: u64,
 }
 
 /// A Lossy Difference Aggregator: n banks of m_j cells, laid out bank after bank in one flat
@@ -28,6 +31,7 @@ pub struct Lda {
     placement: Placement,
     ts_mask: u64,
     count_mask: u64,
+    digest_mask: u64,
     cells: Vec<Cell>,
     total_packets: u64,
 }
@@ -42,6 +46,7 @@ impl Lda {
     ///     i ← h(x)             row in bank j
     ///     T[i, j] ← T[i, j] + τ    (mod 2^ts_bits)
     ///     S[i, j] ← S[i, j] + 1    (mod 2^count_bits)
+    ///     I[i, j] ← I[i, j] + x    (mod 2^digest_bits; our identity digest)
     /// ```
     ///
     /// plus, for every packet, the unsampled total counter (spec §8.16, not in the paper).
@@ -52,6 +57,7 @@ impl Lda {
         if let Some(c) = self.cells.get_mut(flat) {
             c.ts_sum = c.ts_sum.wrapping_add(ts) & self.ts_mask;
             c.count = c.count.wrapping_add(1) & self.count_mask;
+            c.digest = c.digest.wrapping_add(identity) & self.digest_mask;
         }
     }
 
@@ -86,6 +92,7 @@ impl Lda {
             placement: Placement::new(cfg),
             ts_mask: cfg.ts_mask(),
             count_mask: cfg.count_mask(),
+            digest_mask: cfg.digest_mask(),
             cells,
             total_packets,
         }
@@ -107,7 +114,8 @@ impl Lda {
 impl Synopsis for Lda {
     type Config = LdaConfig;
     type Carry = ();
-    const FORMAT_VERSION: u8 = 1;
+    // 2: cells carry the identity digest (`digest_bits`).
+    const FORMAT_VERSION: u8 = 2;
 
     fn new(cfg: &LdaConfig) -> Result<Self, ConfigError> {
         cfg.validate()?;
@@ -132,6 +140,7 @@ impl Synopsis for Lda {
         for (a, b) in self.cells.iter_mut().zip(&other.cells) {
             a.ts_sum = a.ts_sum.wrapping_add(b.ts_sum) & self.ts_mask;
             a.count = a.count.wrapping_add(b.count) & self.count_mask;
+            a.digest = a.digest.wrapping_add(b.digest) & self.digest_mask;
         }
         self.total_packets = self.total_packets.wrapping_add(other.total_packets);
         Ok(())
@@ -178,6 +187,7 @@ mod tests {
             if let Some(c) = lda.locate(id) {
                 expected[c.flat].ts_sum += ts;
                 expected[c.flat].count += 1;
+                expected[c.flat].digest += id;
             }
         }
         assert_eq!(lda.cells(), &expected[..]);
