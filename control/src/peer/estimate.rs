@@ -170,17 +170,35 @@ pub fn rda_group(
         }
     };
     let sent = report.sender_packets.max(0) as u64;
-    let lost = rec.lost.len() as u64;
+    // Only a complete decode lists every lost packet; otherwise the decoded ones are a partial
+    // count, so the record gives null with the reason and the report's bounds instead.
+    let lost = (rec.complete && failure.is_none()).then_some(rec.lost.len() as u64);
+    let rate = lost.filter(|_| sent > 0).map(|l| l as f64 / sent as f64);
+    let (low, high) = report.lost_bounds;
+    let reason = match (failure, rec.complete) {
+        (Some(f), _) => Some(format!("timestamp look-ups failed: {f}")),
+        (None, false) => Some(format!(
+            "decode incomplete ({} undecoded at least, {} residual buckets): {} lost packets decoded, \
+             the loss lies in [{low}, {high}]",
+            rec.undecoded_lower_bound,
+            rec.residual_buckets,
+            rec.lost.len()
+        )),
+        (None, true) => None,
+    };
     extras.push((
         "loss",
         json!({ "sent": sent, "received": report.receiver_packets, "lost": lost,
-                "reordered": rec.reordered.len(),
-                "rate": (sent > 0).then(|| lost as f64 / sent as f64) }),
+                "lost_bounds": [low, high],
+                "rate_bounds": (sent > 0).then(|| [low as f64 / sent as f64, high as f64 / sent as f64]),
+                "reordered": rec.reordered.len(), "rate": rate, "reason": reason }),
     ));
     extras.push((
         "report",
         json!({
             "mean_ns": json(&mean), "std_dev_ns": json(&sd),
+            "bucket_moment_std_dev_ns": json(&report.bucket_moment_std_dev_ns),
+            "collapsed_std_dev_ns": json(&report.collapsed_std_dev_ns),
             "variance_ns2": report.variance_ns2, "variance_clamped": report.variance_clamped,
             "useful_weight": report.useful_weight, "useful_buckets": report.useful_buckets,
             "total_buckets": report.total_buckets, "collapsed_pairs": report.collapsed_pairs,
@@ -199,7 +217,7 @@ pub fn rda_group(
     let latest = Latest {
         mean_ns: mean.as_ref().ok().map(|e| e.value),
         std_dev_ns: sd.as_ref().ok().map(|e| e.value),
-        loss_rate: (sent > 0).then(|| lost as f64 / sent as f64),
+        loss_rate: rate,
         samples: mean.as_ref().ok().map(|e| e.samples),
     };
     let estimate = outcome_of(&mean);

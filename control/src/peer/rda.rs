@@ -235,8 +235,11 @@ pub fn run(job: &RdaJob, svc: &dyn CacheService) -> RdaResult {
         CacheRef { point: job.seg.downstream, segment: job.seg.id, epoch: job.epoch },
     );
     let mut st = Stats { ok: 0, no_cache: 0, rounds: 0, ids: 0 };
-    let finish = |report: RdaReport, process: Value, failure: Option<String>, st: &Stats| RdaResult {
-        report,
+    let finish = |mut report: RdaReport, process: Value, failure: Option<String>, st: &Stats| RdaResult {
+        report: {
+            report.choose_std_dev(cfg.std_dev);
+            report
+        },
         process,
         failure,
         lookups_ok: st.ok,

@@ -169,6 +169,32 @@ mod tests {
         }
     }
 
+    /// With few groups the correction S − Σc²/S matters (≈ S·(1 − 1/m)): 8 groups, σ̂² must
+    /// be unbiased to within 3 standard errors of a 400-trial average (σ̂²'s relative sd is
+    /// ≈ sqrt(2/7) ≈ 0.53 here, so ±0.08), which the uncorrected S (bias −1/8) fails.
+    #[test]
+    fn the_mean_correction_keeps_few_groups_unbiased() {
+        let mut rng = SimRng::seed_from_u64(11);
+        let (trials, m) = (400, 8);
+        let mut ratio_sum = 0.0;
+        for _ in 0..trials {
+            let mut groups = vec![Group { delay_sum: 0.0, count: 0 }; m];
+            let xs: Vec<f64> = (0..2000).map(|_| 5e4 + 100.0 * -(1.0 - rng.random::<f64>()).ln()).collect();
+            for &x in &xs {
+                let g = &mut groups[rng.random_range(0..m)];
+                g.delay_sum += x;
+                g.count += 1;
+            }
+            let n = xs.len() as f64;
+            let mean = xs.iter().sum::<f64>() / n;
+            let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0);
+            let e = std_dev(&[(Partition::of(&groups), &groups)], 1, 0.98).unwrap();
+            ratio_sum += e.value * e.value / var;
+        }
+        let bias = ratio_sum / trials as f64 - 1.0;
+        assert!(bias.abs() < 0.08, "mean σ̂²/σ² − 1 = {bias}");
+    }
+
     #[test]
     fn one_group_or_none_gives_no_estimate() {
         let one = [Group { delay_sum: 5.0, count: 3 }];

@@ -125,6 +125,23 @@ pub struct RdaConfig {
     /// Seed of every hash decision (bank indices, sampling, MinHash); both points must agree.
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// Which standard-deviation estimator fills the report's `std_dev_ns` (both are always
+    /// reported). Read only where the estimate is made, so it is left out of the fingerprint.
+    #[serde(default)]
+    pub std_dev: StdDevEstimator,
+}
+
+/// The standard-deviation estimators of RDA (see `docs/rda.md`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StdDevEstimator {
+    /// Our bucket moment: each useful bucket's delay sum D over c packets has
+    /// E[(D − c·μ)²] = c·σ², μ exact; unbiased, with an interval, never clamped.
+    #[default]
+    BucketMoment,
+    /// The paper's Algorithm 3: collapsed pairs of buckets give F, σ̂² = F − μ̂², clamped at 0
+    /// (loses σ when μ ≫ σ).
+    Collapsed,
 }
 
 fn default_banks() -> u32 {
@@ -150,6 +167,7 @@ impl RdaConfig {
             sample_probability: default_sample_probability(),
             sample_by: SampleKey::Packet,
             seed: default_seed(),
+            std_dev: StdDevEstimator::BucketMoment,
         }
     }
 
@@ -244,7 +262,9 @@ impl SynopsisConfig for RdaConfig {
     /// `cache_capacity` zeroed: the capacity sizes one point's memory and may differ between
     /// the two points; everything else (k, binding, sampling, seed) must match.
     fn fingerprint(&self) -> u64 {
-        let shared = RdaConfig { cache_capacity: 0, ..self.clone() };
+        // The cache capacity sizes one point and the σ̂ estimator is chosen where the estimate
+        // is made: neither has to match between the points.
+        let shared = RdaConfig { cache_capacity: 0, std_dev: StdDevEstimator::BucketMoment, ..self.clone() };
         let mut bytes = vec![Self::KIND as u8];
         if let Ok(body) = postcard::to_allocvec(&shared) {
             bytes.extend_from_slice(&body);
@@ -394,6 +414,11 @@ mod tests {
             a.fingerprint(),
             RdaConfig { cache_capacity: 77, ..a.clone() }.fingerprint(),
             "the cache capacity is local to a point"
+        );
+        assert_eq!(
+            a.fingerprint(),
+            RdaConfig { std_dev: StdDevEstimator::Collapsed, ..a.clone() }.fingerprint(),
+            "the σ̂ estimator is chosen by the estimating side"
         );
         // 1,000 ids → 2,048 slots of 16 B; 2·100 buckets of 24 B.
         assert_eq!(a.shard_bytes(), 2_048 * 16 + 200 * 24);

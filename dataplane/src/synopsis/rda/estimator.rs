@@ -7,9 +7,15 @@
 //! network; a simulation passes the other point's cache). It never returns NaN.
 
 use super::banks::Banks;
+use super::banks::Bucket;
 use super::cache::TimestampSource;
+use super::config::StdDevEstimator;
 use super::peel::{Difference, PeelGuards, Peeled, Side};
 use crate::synopsis::estimate::{Estimate, Measured, NoEstimate};
+use crate::synopsis::moment::{self, Group, Partition};
+
+/// Level of the bucket-moment σ̂'s interval: the 98 % of LDA's mean interval.
+pub const STD_DEV_CONFIDENCE: f64 = 0.98;
 use serde::{Deserialize, Serialize};
 
 /// The decoding point's own cache and which point it is (the paper: the sender decodes).
@@ -57,12 +63,19 @@ pub struct RdaReport {
     /// Mean one-way delay (ns) of the packets seen at both points: exact (up to the final
     /// division) when reconciliation is complete. `samples` = useful bucket weight / k.
     pub mean_ns: Measured<Estimate>,
-    /// Standard deviation (ns) from the collapsed useful buckets (population form).
-    /// `samples` = collapsed pairs.
+    /// Standard deviation (ns) by the configured estimator (`RdaConfig::std_dev`, default the
+    /// bucket moment): a copy of `bucket_moment_std_dev_ns` or `collapsed_std_dev_ns`.
     pub std_dev_ns: Measured<Estimate>,
-    /// The raw variance estimate F − μ̂² before the clamp at 0 (ns²), when there was one.
+    /// Our bucket-moment σ̂ (ns) over the useful buckets with its interval
+    /// ([`crate::synopsis::moment`], each bank a partition); `samples` = packets in one bank's
+    /// useful buckets.
+    pub bucket_moment_std_dev_ns: Measured<Estimate>,
+    /// The paper's σ̂ (ns) from the collapsed useful buckets (population form, Algorithm 3);
+    /// `samples` = collapsed pairs.
+    pub collapsed_std_dev_ns: Measured<Estimate>,
+    /// The collapsed estimator's raw variance F − μ̂² before the clamp at 0 (ns²).
     pub variance_ns2: Option<f64>,
-    /// True when the variance came out negative and σ was clamped to 0 (P7).
+    /// True when the collapsed variance came out negative and its σ was clamped to 0 (P7).
     pub variance_clamped: bool,
     /// Σ over useful buckets of (TS_B − TS_A): the exact integer numerator of the mean (ns).
     pub useful_delay_sum_ns: i128,
@@ -79,6 +92,13 @@ pub struct RdaReport {
     pub sender_packets: i64,
     /// Packets in the receiver's banks before repair.
     pub receiver_packets: i64,
+    /// Bounds [low, high] on the sender-only ("lost") packets, decoded or not: both equal
+    /// `reconciliation.lost.len()` when the decode completed. Otherwise the undecoded
+    /// difference adds L_u with L_u − R_u = (sender − receiver packets after repair) and
+    /// R_u ≥ 0, so L_u ≥ that net count; and every undecoded sender-only packet sits in a
+    /// bucket that differs between the points in every bank, so L_u ≤ the fewest sender
+    /// packets any bank holds in its differing buckets. Never a partial count posing as the loss.
+    pub lost_bounds: (u64, u64),
     /// Decode and repair diagnostics.
     pub reconciliation: Reconciliation,
 }
@@ -88,7 +108,9 @@ impl RdaReport {
     pub fn unavailable(reason: NoEstimate) -> Self {
         Self {
             mean_ns: Err(reason.clone()),
-            std_dev_ns: Err(reason),
+            std_dev_ns: Err(reason.clone()),
+            bucket_moment_std_dev_ns: Err(reason.clone()),
+            collapsed_std_dev_ns: Err(reason),
             variance_ns2: None,
             variance_clamped: false,
             useful_delay_sum_ns: 0,
@@ -98,8 +120,19 @@ impl RdaReport {
             collapsed_pairs: 0,
             sender_packets: 0,
             receiver_packets: 0,
+            lost_bounds: (0, 0),
             reconciliation: Reconciliation::default(),
         }
+    }
+}
+
+impl RdaReport {
+    /// Puts the chosen estimator's σ̂ into `std_dev_ns`.
+    pub fn choose_std_dev(&mut self, which: StdDevEstimator) {
+        self.std_dev_ns = match which {
+            StdDevEstimator::BucketMoment => self.bucket_moment_std_dev_ns.clone(),
+            StdDevEstimator::Collapsed => self.collapsed_std_dev_ns.clone(),
+        };
     }
 }
 
@@ -135,6 +168,53 @@ pub struct Aggregates {
     pub pairs: u64,
 }
 
+/// A bucket pair is useful iff ID_A = ID_B, Δ_A = Δ_B and Δ_A > 0 (P6).
+fn useful(a: &Bucket, b: &Bucket) -> bool {
+    a.id_xor == b.id_xor && a.count == b.count && a.count > 0
+}
+
+/// The bucket-moment σ̂ (our estimator, [`crate::synopsis::moment`]): every useful bucket is a
+/// group (its exact delay sum and count), each bank a partition of the same packets, so the
+/// interval counts the k banks as fully correlated.
+pub fn bucket_moment(sender: &Banks, receiver: &Banks, confidence: f64) -> Measured<Estimate> {
+    let m = sender.buckets_per_bank();
+    let banks: Vec<Vec<Group>> = (0..sender.banks().min(receiver.banks()))
+        .map(|l| {
+            let (a, b) = (sender.bank(l), receiver.bank(l));
+            a.iter()
+                .zip(b)
+                .take(m)
+                .filter(|(ai, bi)| useful(ai, bi))
+                .map(|(ai, bi)| Group {
+                    // TS sums wrap (P12): their difference, read as i64, is the delay sum.
+                    delay_sum: bi.ts_sum_ns.wrapping_sub(ai.ts_sum_ns) as i64 as f64,
+                    count: ai.count.max(0) as u64,
+                })
+                .collect()
+        })
+        .collect();
+    let parts: Vec<(Partition, &[Group])> = banks.iter().map(|g| (Partition::of(g), g.as_slice())).collect();
+    moment::std_dev(&parts, parts.len(), confidence)
+}
+
+/// [`RdaReport::lost_bounds`] from the repaired banks and the decoded lost count.
+fn lost_bounds(a: &Banks, b: &Banks, decoded: u64) -> (u64, u64) {
+    let net = a.packets().saturating_sub(b.packets()).max(0) as u64;
+    let high = (0..a.banks().min(b.banks()))
+        .map(|l| {
+            a.bank(l)
+                .iter()
+                .zip(b.bank(l))
+                // Timestamps always differ (delays); the packet sets differ when ids or counts do.
+                .filter(|(x, y)| x.id_xor != y.id_xor || x.count != y.count)
+                .map(|(x, _)| x.count.max(0) as u64)
+                .fold(0u64, u64::saturating_add)
+        })
+        .min()
+        .unwrap_or(0);
+    (decoded.saturating_add(net), decoded.saturating_add(high.max(net)))
+}
+
 /// Mean and variance sums of two banks of equal geometry (Algorithm 2 corrected): a bucket
 /// pair is useful iff ID_A = ID_B, Δ_A = Δ_B and Δ_A > 0 (P6); within each bank the useful
 /// buckets are collapsed in ascending order, pairs (Ψ\[2c\], Ψ\[2c+1\]), an odd leftover unused
@@ -148,7 +228,7 @@ pub fn aggregate(sender: &Banks, receiver: &Banks) -> Aggregates {
         let mut open: Option<usize> = None;
         for i in 0..m.min(a.len()).min(b.len()) {
             let (ai, bi) = (a[i], b[i]);
-            if !(ai.id_xor == bi.id_xor && ai.count == bi.count && ai.count > 0) {
+            if !useful(&ai, &bi) {
                 continue;
             }
             g.useful_buckets += 1;
@@ -272,15 +352,21 @@ fn repair_and_estimate(
 
     let g = aggregate(&a, &b);
     let k = a.banks();
-    let (mean_ns, std_dev_ns, variance_ns2, variance_clamped) =
+    let (mean_ns, collapsed_std_dev_ns, variance_ns2, variance_clamped) =
         if sender.packets() == 0 && receiver.packets() == 0 {
             (Err(NoEstimate::NoPackets), Err(NoEstimate::NoPackets), None, false)
         } else {
             estimates(&g, k)
         };
+    let bucket_moment_std_dev_ns = match &mean_ns {
+        Ok(_) => bucket_moment(&a, &b, STD_DEV_CONFIDENCE),
+        Err(e) => Err(e.clone()),
+    };
     RdaReport {
         mean_ns,
-        std_dev_ns,
+        std_dev_ns: bucket_moment_std_dev_ns.clone(),
+        bucket_moment_std_dev_ns,
+        collapsed_std_dev_ns,
         variance_ns2,
         variance_clamped,
         useful_delay_sum_ns: g.delay_sum_ns,
@@ -290,6 +376,7 @@ fn repair_and_estimate(
         collapsed_pairs: g.pairs,
         sender_packets: sender.packets(),
         receiver_packets: receiver.packets(),
+        lost_bounds: lost_bounds(&a, &b, rec.lost.len() as u64),
         reconciliation: rec,
     }
 }

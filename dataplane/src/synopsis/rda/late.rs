@@ -75,7 +75,8 @@ pub fn run_local(sender: &Rda, receiver: &Rda, decoder: Side, guards: &PeelGuard
         let a = sender.bind(m);
         let b = receiver.bind(m);
         let bank_bytes = (encode_banks(cfg, &a).len() + encode_banks(cfg, &b).len()) as u64;
-        let report = reconcile(&a, &b, LocalCache { side: decoder, cache: local }, remote, guards);
+        let mut report = reconcile(&a, &b, LocalCache { side: decoder, cache: local }, remote, guards);
+        report.choose_std_dev(cfg.std_dev);
         let complete = report.reconciliation.complete;
         outcome.attempts.push(Attempt {
             buckets_per_bank: m,

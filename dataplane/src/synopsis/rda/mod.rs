@@ -54,7 +54,7 @@ pub mod wire;
 
 pub use banks::{BUCKET_BYTES, BankHash, Banks, Bucket, packet_id};
 pub use cache::{CacheInsert, TimestampCache, TimestampSource};
-pub use config::{Binding, RdaConfig, SampleKey};
+pub use config::{Binding, RdaConfig, SampleKey, StdDevEstimator};
 pub use estimator::{LocalCache, RdaReport, Reconciliation, reconcile};
 pub use log::PacketLog;
 pub use peel::{Difference, PeelGuards, Peeled, Side};
@@ -415,7 +415,11 @@ pub fn estimate(
         return RdaReport::unavailable(NoEstimate::ConfigMismatch);
     }
     match (sender.banks(), receiver.banks()) {
-        (Some(a), Some(b)) => reconcile(a, b, local, remote, guards),
+        (Some(a), Some(b)) => {
+            let mut r = reconcile(a, b, local, remote, guards);
+            r.choose_std_dev(sender.config().std_dev);
+            r
+        }
         _ => RdaReport::unavailable(NoEstimate::Other {
             detail: "late-binding RDA values carry no banks: bind them first (rda::late)".into(),
         }),

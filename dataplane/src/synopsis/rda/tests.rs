@@ -2,6 +2,7 @@
 //! and Fig. 4, the endless-loop case of P31), bit-exact means against integer ground truth,
 //! seeded statistical checks with tolerances from the spec's formulas, merge and encoding.
 
+use super::StdDevEstimator;
 use super::late::{self, run_local};
 use super::sim::{self, Seen, Trace, TraceSpec};
 use super::*;
@@ -913,4 +914,61 @@ fn a_settled_shard_equals_the_direct_path() {
     cleared.reset();
     assert_eq!(cleared.logged(), 0);
     assert!(cleared.cache().is_empty());
+}
+
+#[test]
+fn bucket_moment_std_dev_holds_when_the_mean_dwarfs_it() {
+    // Uniform delays on [40, 60) µs: μ/σ ≈ 8.7. The collapsed estimator forms F − μ̂² with F
+    // ≈ μ²: an error of ε in F is ε·(μ/σ)² ≈ 75ε in σ̂², so it is clamped or far off. The
+    // bucket moment needs only the exact μ: with ≈ 2 × 1,700 useful buckets of ≈ 6 packets,
+    // σ̂²'s relative sd is ≈ sqrt((κ − 1)/B) with κ = 1.8 for a uniform delay, ≈ 0.022, so σ̂'s
+    // ≈ 0.011; its 98 % interval (conservative multiplier 2.80, both banks counted as one)
+    // must cover the truth in each of 6 seeds and be narrower than ±10 %.
+    let cfg = online(2, 2048, 50_000);
+    let mut collapsed_worst = 0.0f64;
+    for seed in 0..6u64 {
+        let spec = TraceSpec {
+            delay: DelayModel::Uniform { low: 40_000.0, high: 60_000.0 },
+            ..TraceSpec::paper(12_000, 40, 900 + seed)
+        };
+        let (t, r) = online_trace(&cfg, &spec);
+        assert!(r.reconciliation.complete);
+        let truth = t.truth.std_dev_ns();
+        let sd = r.std_dev_ns.clone().unwrap();
+        assert_eq!(r.std_dev_ns, r.bucket_moment_std_dev_ns, "the bucket moment is the default");
+        let iv = sd.interval.unwrap();
+        assert!(iv.low <= truth && truth <= iv.high, "seed {seed}: σ = {truth} outside {iv:?}");
+        assert!(iv.high - iv.low < 0.2 * truth, "seed {seed}: {iv:?}");
+        assert!((sd.value - truth).abs() < 0.05 * truth, "seed {seed}: {} vs {truth}", sd.value);
+        let c = r.collapsed_std_dev_ns.clone().unwrap().value;
+        collapsed_worst = collapsed_worst.max((c - truth).abs() / truth);
+        // The paper's estimator is still there for those who ask for it.
+        let mut paper = r.clone();
+        paper.choose_std_dev(StdDevEstimator::Collapsed);
+        assert_eq!(paper.std_dev_ns, r.collapsed_std_dev_ns);
+    }
+    assert!(collapsed_worst > 0.1, "the collapsed estimator should suffer here: {collapsed_worst}");
+}
+
+#[test]
+fn incomplete_decodes_bound_the_loss_instead_of_counting_part_of_it() {
+    // d = 700 differing ids in m = 500 buckets per bank: past the threshold, most runs leave
+    // ids undecoded. The bounds must hold the true lost count in every run, and be a single
+    // value exactly when the decode completed.
+    let cfg = online(2, 500, 4_000);
+    let mut incomplete = 0;
+    for seed in 0..12u64 {
+        let spec = TraceSpec::paper(3_000, if seed % 3 == 0 { 100 } else { 700 }, 4_400 + seed);
+        let (t, r) = online_trace(&cfg, &spec);
+        let lost = t.lost.len() as u64;
+        let (low, high) = r.lost_bounds;
+        assert!(low <= lost && lost <= high, "seed {seed}: {lost} outside [{low}, {high}]");
+        if r.reconciliation.complete {
+            assert_eq!((low, high), (lost, lost));
+        } else {
+            incomplete += 1;
+            assert!((r.reconciliation.lost.len() as u64) < lost, "a partial count is short");
+        }
+    }
+    assert!(incomplete >= 4, "{incomplete}");
 }
