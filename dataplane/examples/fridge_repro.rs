@@ -89,7 +89,7 @@ impl Pool {
 
     fn binned_errors(&self, bins: &LogBins, truth: &WeightedSamples) -> Option<QuantileErrors> {
         let n = self.mass.len();
-        let h = CombinedHistogram { mass: self.mass.clone(), variance: vec![0.0; n], samples: vec![0; n] };
+        let h = CombinedHistogram { mass: self.mass.clone(), ..CombinedHistogram::empty(n) };
         let d = BinnedDistribution::new(bins, &h)?;
         Some(quantile_errors(&d, truth))
     }

@@ -25,6 +25,50 @@ pub struct CellUse {
     pub usable: u32,
     /// Usable cells the selection rule kept.
     pub selected: u32,
+    /// Cells empty at both points (the row's sampling passed over the flow's packets).
+    pub empty: u32,
+    /// Cells where the sender counted more packets than the receiver: a loss, the flow's own
+    /// or a colliding flow's.
+    pub lossy: u32,
+    /// Cells with equal counts but different digests, or more packets at the receiver: a
+    /// colliding flow's packets that only one point counted (or a swapped packet).
+    pub mismatched: u32,
+    /// Cells whose count or timestamp sum overflowed.
+    pub overflowed: u32,
+    /// Why the flow has no mean, when it has none (`None` when it has one).
+    pub no_estimate_reason: Option<NoFlowEstimate>,
+}
+
+/// Why LDS has no mean for a flow that one of the points saw, from its cells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoFlowEstimate {
+    /// No cell holds a packet at either point: the flow had too few packets for the rows'
+    /// sampling rates to keep one (or none in this window).
+    TooFewPackets,
+    /// Every cell holding packets lost some between the points (the flow's or a colliding
+    /// flow's loss): more sampling rows or cells, or a longer vLDA, leave clean cells.
+    LossInEveryCell,
+    /// Some non-empty cell is spoiled by a collision: packets counted at one point only
+    /// (equal counts with different digests, or more at the receiver).
+    Collision,
+    /// The cells that would be usable overflowed.
+    Overflow,
+}
+
+impl CellUse {
+    /// The reason for a flow without an estimate, from the cell tallies.
+    fn reason(&self) -> NoFlowEstimate {
+        if self.empty >= self.total {
+            NoFlowEstimate::TooFewPackets
+        } else if self.mismatched > 0 {
+            NoFlowEstimate::Collision
+        } else if self.overflowed > 0 {
+            NoFlowEstimate::Overflow
+        } else {
+            NoFlowEstimate::LossInEveryCell
+        }
+    }
 }
 
 /// The estimate for one flow.
@@ -163,6 +207,14 @@ impl<'a> Estimator<'a> {
                 any_packet |= a.count != 0 || b.count != 0;
                 row_count += u64::from(a.count);
                 row_lost += i64::from(a.count) - i64::from(b.count);
+                match a.count.cmp(&b.count) {
+                    _ if a.count == 0 && b.count == 0 => cells.empty += 1,
+                    std::cmp::Ordering::Greater => cells.lossy += 1,
+                    std::cmp::Ordering::Less => cells.mismatched += 1,
+                    std::cmp::Ordering::Equal if a.digest != b.digest => cells.mismatched += 1,
+                    std::cmp::Ordering::Equal if a.overflowed() || b.overflowed() => cells.overflowed += 1,
+                    std::cmp::Ordering::Equal => {}
+                }
                 if a.count == b.count && a.digest == b.digest && a.count != 0 && !a.overflowed() {
                     cand.push(Candidate {
                         row: r as u16,
@@ -184,6 +236,9 @@ impl<'a> Estimator<'a> {
         } else {
             self.select_and_average(cand, &mut cells)
         };
+        if mean_delay_ns.is_err() {
+            cells.no_estimate_reason = Some(cells.reason());
+        }
         FlowEstimate {
             flow: *key,
             mean_delay_ns,

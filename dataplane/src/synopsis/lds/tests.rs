@@ -3,7 +3,7 @@
 
 use super::cell::Cell;
 use super::config::{EstimatorConfig, LdsConfig, OffsetMode, SelectionRule};
-use super::estimator::{Estimator, FlowEstimate, estimate_all, estimate_flow, report};
+use super::estimator::{Estimator, FlowEstimate, NoFlowEstimate, estimate_all, estimate_flow, report};
 use super::sds::SimpleDelaySketch;
 use super::sketch::Lds;
 use super::weights::{IpPrefix, WeightPolicy, WeightRule};
@@ -163,6 +163,15 @@ fn one_lost_packet_with_k1_leaves_no_estimate() {
     assert_eq!(e.mean_delay_ns, Err(NoEstimate::NoUsableCells));
     assert_eq!(e.cells.usable, 0);
     assert_eq!(e.lost_packets_bound, 1);
+    assert_eq!((e.cells.lossy, e.cells.empty), (4, 0));
+    assert_eq!(e.cells.no_estimate_reason, Some(NoFlowEstimate::LossInEveryCell));
+    // A flow neither point saw: no cell holds a packet.
+    let e = estimate_flow(&s, &r, &key(1), flow_hash(1)).unwrap();
+    assert_eq!(e.cells.no_estimate_reason, Some(NoFlowEstimate::TooFewPackets));
+    // The flow that has a mean carries no reason.
+    let (s, r) = run(&cfg, &pkts, |_| false);
+    let e = estimate_flow(&s, &r, &key(0), flow_hash(0)).unwrap();
+    assert!(e.mean_delay_ns.is_ok() && e.cells.no_estimate_reason.is_none());
 }
 
 #[test]
@@ -215,6 +224,7 @@ fn digest_catches_a_swapped_packet() {
     observe(&mut r, &b, b.send_ns + b.delay_ns);
     let e = estimate_flow(&s, &r, &key(0), flow_hash(0)).unwrap();
     assert_eq!(e.mean_delay_ns, Err(NoEstimate::NoUsableCells));
+    assert_eq!(e.cells.no_estimate_reason, Some(NoFlowEstimate::Collision));
     let est = Estimator::new(&s, &r).unwrap();
     let summary = est.summary(r.flows(), &est.all(r.flows()));
     assert_eq!(summary.cells.digest_mismatch, 4);
@@ -418,6 +428,7 @@ fn overflowed_counts_are_never_used() {
     assert_eq!(s.overflowed_cells(), 2);
     let e = Estimator::new(&s, &r).unwrap().flow(&key(0), flow_hash(0));
     assert_eq!(e.mean_delay_ns, Err(NoEstimate::NoUsableCells));
+    assert_eq!(e.cells.no_estimate_reason, Some(NoFlowEstimate::Overflow));
     let summary = Estimator::new(&s, &r).unwrap().summary(r.flows(), &[]);
     assert_eq!(summary.cells.overflowed, 2);
 }
