@@ -98,9 +98,17 @@ fn extremes_outside_their_bin_are_refused() {
     let mut syn = FridgeSynopsis::new(&cfg).unwrap();
     let mut carry = FridgeSynopsis::new_carry(&cfg);
     let flow = FlowKey::default();
-    let ex = |role| Exchange { kind: ExchangeKind::Dns, role, id: 9 };
-    feed(&mut syn, &mut carry, &[(flow, 0, ex(Role::Request)), (flow, 5_000, ex(Role::Response))]);
+    let ex = |role, id| Exchange { kind: ExchangeKind::Dns, role, id };
+    // Two samples, 5 000 and 5 010 ns, in one bin: its extremes may differ.
+    let events = [
+        (flow, 0, ex(Role::Request, 9)),
+        (flow, 10, ex(Role::Request, 10)),
+        (flow, 5_000, ex(Role::Response, 9)),
+        (flow, 5_020, ex(Role::Response, 10)),
+    ];
+    feed(&mut syn, &mut carry, &events);
     let mut bytes = syn.encode();
+    assert!(FridgeSynopsis::decode(&cfg, &bytes).is_ok());
     // The last 16 bytes are the only bin's extremes: move the largest to the next octave.
     let at = bytes.len() - 8;
     bytes[at..].copy_from_slice(&10_000u64.to_le_bytes());
