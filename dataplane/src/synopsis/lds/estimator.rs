@@ -39,6 +39,19 @@ pub struct CellUse {
     pub no_estimate_reason: Option<NoFlowEstimate>,
 }
 
+/// Flows without a mean in an epoch, by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct NoEstimateCounts {
+    /// [`NoFlowEstimate::TooFewPackets`].
+    pub too_few_packets: u64,
+    /// [`NoFlowEstimate::LossInEveryCell`].
+    pub loss_in_every_cell: u64,
+    /// [`NoFlowEstimate::Collision`].
+    pub collision: u64,
+    /// [`NoFlowEstimate::Overflow`].
+    pub overflow: u64,
+}
+
 /// Why LDS has no mean for a flow that one of the points saw, from its cells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -46,27 +59,28 @@ pub enum NoFlowEstimate {
     /// No cell holds a packet at either point: the flow had too few packets for the rows'
     /// sampling rates to keep one (or none in this window).
     TooFewPackets,
-    /// Every cell holding packets lost some between the points (the flow's or a colliding
-    /// flow's loss): more sampling rows or cells, or a longer vLDA, leave clean cells.
+    /// No cell is clean and most spoiled cells lost packets between the points (the flow's or a
+    /// colliding flow's loss): more sampling rows or cells, or a longer vLDA, leave clean cells.
     LossInEveryCell,
-    /// Some non-empty cell is spoiled by a collision: packets counted at one point only
-    /// (equal counts with different digests, or more at the receiver).
+    /// Most spoiled cells hold packets counted at one point only (equal counts with different
+    /// digests, or more at the receiver): a colliding flow's, or a swapped packet.
     Collision,
-    /// The cells that would be usable overflowed.
+    /// Most spoiled cells overflowed.
     Overflow,
 }
 
 impl CellUse {
-    /// The reason for a flow without an estimate, from the cell tallies.
+    /// The reason for a flow without an estimate, from the cell tallies: no packet at all, else
+    /// what spoiled most of its non-empty cells (ties: loss, then collision, then overflow).
     fn reason(&self) -> NoFlowEstimate {
         if self.empty >= self.total {
             NoFlowEstimate::TooFewPackets
-        } else if self.mismatched > 0 {
-            NoFlowEstimate::Collision
-        } else if self.overflowed > 0 {
-            NoFlowEstimate::Overflow
-        } else {
+        } else if self.lossy >= self.mismatched && self.lossy >= self.overflowed {
             NoFlowEstimate::LossInEveryCell
+        } else if self.mismatched >= self.overflowed {
+            NoFlowEstimate::Collision
+        } else {
+            NoFlowEstimate::Overflow
         }
     }
 }
@@ -207,13 +221,15 @@ impl<'a> Estimator<'a> {
                 any_packet |= a.count != 0 || b.count != 0;
                 row_count += u64::from(a.count);
                 row_lost += i64::from(a.count) - i64::from(b.count);
-                match a.count.cmp(&b.count) {
-                    _ if a.count == 0 && b.count == 0 => cells.empty += 1,
-                    std::cmp::Ordering::Greater => cells.lossy += 1,
-                    std::cmp::Ordering::Less => cells.mismatched += 1,
-                    std::cmp::Ordering::Equal if a.digest != b.digest => cells.mismatched += 1,
-                    std::cmp::Ordering::Equal if a.overflowed() || b.overflowed() => cells.overflowed += 1,
-                    std::cmp::Ordering::Equal => {}
+                // The same precedence as the epoch's cell census (`summary`).
+                if a.count == 0 && b.count == 0 {
+                    cells.empty += 1;
+                } else if a.overflowed() || b.overflowed() {
+                    cells.overflowed += 1;
+                } else if a.count > b.count {
+                    cells.lossy += 1;
+                } else if a.count < b.count || a.digest != b.digest {
+                    cells.mismatched += 1;
                 }
                 if a.count == b.count && a.digest == b.digest && a.count != 0 && !a.overflowed() {
                     cand.push(Candidate {
@@ -343,11 +359,19 @@ impl<'a> Estimator<'a> {
             if n == 0 { Err(NoEstimate::NoUsableCells) } else { Estimate::new(delta as f64 / n as f64, n) };
         let mut flows_no_usable_cells = 0;
         let mut flows_no_packets = 0;
+        let mut why = NoEstimateCounts::default();
         for e in estimates {
             match e.mean_delay_ns {
                 Err(NoEstimate::NoPackets) => flows_no_packets += 1,
                 Err(_) => flows_no_usable_cells += 1,
                 Ok(_) => {}
+            }
+            match e.cells.no_estimate_reason {
+                Some(NoFlowEstimate::TooFewPackets) => why.too_few_packets += 1,
+                Some(NoFlowEstimate::LossInEveryCell) => why.loss_in_every_cell += 1,
+                Some(NoFlowEstimate::Collision) => why.collision += 1,
+                Some(NoFlowEstimate::Overflow) => why.overflow += 1,
+                None => {}
             }
         }
         LdsSummary {
@@ -355,6 +379,7 @@ impl<'a> Estimator<'a> {
             flows_estimated: estimates.len() as u64 - flows_no_usable_cells - flows_no_packets,
             flows_no_usable_cells,
             flows_no_packets,
+            flows_no_estimate_by_reason: why,
             flows_unrecorded_estimate: flows.unrecorded_flows_estimate(),
             packets_unrecorded: flows.unrecorded_packets(),
             weighted_packets_sent: finite_round(sent as f64 / rate),
@@ -398,6 +423,8 @@ pub struct LdsSummary {
     pub flows_no_usable_cells: u64,
     /// Flows without a sampled packet in any cell.
     pub flows_no_packets: u64,
+    /// Flows without a mean, by [`NoFlowEstimate`] (they add up to the two counts above).
+    pub flows_no_estimate_by_reason: NoEstimateCounts,
     /// Flows the flow log could not record (linear-counting estimate).
     pub flows_unrecorded_estimate: f64,
     /// Packets of flows the flow log could not record.

@@ -633,6 +633,14 @@ fn flow_enumeration_reports_every_recorded_flow_and_sorts_by_packets() {
     assert_eq!(full.summary.weighted_packets_sent, pkts.len() as u64);
     assert_eq!(full.summary.weighted_packets_received, pkts.len() as u64 - 30);
     assert_eq!(full.summary.flows_estimated + full.summary.flows_no_usable_cells, seen.len() as u64);
+    // Every flow without a mean has a reason; here (30 packets lost, no collisions between
+    // points) all of them are losses.
+    let why = full.summary.flows_no_estimate_by_reason;
+    assert_eq!(
+        why.loss_in_every_cell + why.collision + why.overflow + why.too_few_packets,
+        full.summary.flows_no_usable_cells
+    );
+    assert!(why.loss_in_every_cell > 0 && why.collision == 0, "{why:?}");
     assert!(full.summary.cells.count_mismatch > 0 && full.summary.cells.count_mismatch <= 4 * 30);
     // Without loss every cell is usable and the aggregate over one row is the mean of all
     // packets' delays, exactly.
