@@ -10,6 +10,7 @@ use wirelat_control::publish::Publisher;
 use wirelat_control::ship::NetworkSink;
 use wirelat_control::sink::EpochSink;
 use wirelat_dataplane::pipeline::EpochSynopses;
+use wirelat_dataplane::synopsis::estimate::{Estimate, Measured};
 
 /// Logs what will be measured: point, segments, epochs, clock, overrun policy and the
 /// fingerprint of every enabled synopsis (operators compare them between the two points).
@@ -79,4 +80,26 @@ pub fn publisher(config: &Config) -> anyhow::Result<Publisher> {
         sinks,
     )
     .context("cannot set up the epoch outputs")
+}
+
+/// At the end of a run: the fridge's distributions over the whole run, as one JSON line on
+/// stdout (`{"whole_run_fridge": {"epochs": N, "report": …}}`, the per-epoch report's shape)
+/// and one log line per exchange kind. Nothing without a fridge or without epochs.
+pub fn report_whole_run(publisher: &Publisher) {
+    let Some(report) = publisher.whole_run_fridge() else { return };
+    let value = |m: &Measured<Estimate>| m.as_ref().ok().map(|e| e.value);
+    for k in &report.kinds {
+        let d = &k.all;
+        info!(
+            kind = ?k.kind,
+            samples = d.samples,
+            p50_ns = ?value(&d.p50_ns),
+            p90_ns = ?value(&d.p90_ns),
+            p95_ns = ?value(&d.p95_ns),
+            p99_ns = ?value(&d.p99_ns),
+            "whole-run fridge"
+        );
+    }
+    let line = serde_json::json!({ "whole_run_fridge": { "epochs": publisher.counters().epochs, "report": report } });
+    println!("{line}");
 }

@@ -166,6 +166,7 @@ pub fn run(
     if let Err(e) = publisher.finish() {
         warn!(error = %e, "closing the outputs");
     }
+    measure::report_whole_run(&publisher);
     let c = publisher.counters();
     summary.epochs = c.epochs;
     summary.messages = c.messages;

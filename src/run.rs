@@ -324,10 +324,11 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let elapsed = started.elapsed();
     // Every worker has returned: the last epochs are all handed over.
     control.finish_harvest(Instant::now() + Duration::from_secs(1));
-    if let Some(p) = control.publisher.as_mut()
-        && let Err(e) = p.finish()
-    {
-        warn!(error = %e, "closing the outputs");
+    if let Some(p) = control.publisher.as_mut() {
+        if let Err(e) = p.finish() {
+            warn!(error = %e, "closing the outputs");
+        }
+        measure::report_whole_run(p);
     }
     std::thread::sleep(TX_DRAIN);
 

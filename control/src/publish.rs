@@ -103,6 +103,10 @@ pub struct Publisher {
     progress: u64,
     /// The point's packet settings: two-point fingerprints cover its identity settings.
     packet: PacketConfig,
+    /// Every published epoch's fridge summed: the whole run's distribution. Summing epochs is
+    /// exact (a sample belongs to its response's epoch, the slots are never cleared), so a
+    /// point answers for the whole run without a collector.
+    whole_run_fridge: Option<fridge::FridgeSynopsis>,
 }
 
 impl Publisher {
@@ -150,12 +154,19 @@ impl Publisher {
             counters: PublishCounters::default(),
             progress: 0,
             packet: packet.clone(),
+            whole_run_fridge: None,
         })
     }
 
     /// What was published so far.
     pub fn counters(&self) -> PublishCounters {
         self.counters
+    }
+
+    /// The fridge's report over every epoch published so far (`None` without a fridge or
+    /// before the first epoch).
+    pub fn whole_run_fridge(&self) -> Option<fridge::FridgeReport> {
+        self.whole_run_fridge.as_ref().map(fridge::estimate)
     }
 
     /// Publishes merged epoch `epoch` (made of `shards` worker shards; `complete` is false when
@@ -172,6 +183,15 @@ impl Publisher {
         let mut first_error = None;
         if let Some(f) = &merged.fridge {
             let report = fridge::estimate(f);
+            match &mut self.whole_run_fridge {
+                None => self.whole_run_fridge = Some(f.clone()),
+                Some(run) => {
+                    if let Err(e) = run.merge(f) {
+                        // Cannot happen: every epoch comes from one configuration.
+                        warn!(error = %e, "the whole-run fridge cannot take this epoch");
+                    }
+                }
+            }
             let summary = json!({
                 "shards": shards,
                 "measured": { "forward": merged.forward.measured, "reverse": merged.reverse.measured },

@@ -439,7 +439,7 @@ pub fn fridge_group(point: Point, point_id: u32, first: u64, last: u64, syn: &Fr
             vec![
                 ("point_id", json!(point_id)),
                 ("samples", json!(d.samples)),
-                ("estimated_pairs", json(&d.estimated_pairs)),
+                ("estimated_pairs", json(&fridge::report::PlainMeasured(&d.estimated_pairs))),
                 ("report", json(k)),
             ],
         ));

@@ -140,6 +140,20 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
         assert!(!r.metas().is_empty());
     }
     assert_eq!(publisher.counters().colate_archived, publisher.counters().colate_epochs);
+    // The whole run's fridge is the sum of every epoch's (the sample's handshakes and DNS
+    // exchanges span several epochs).
+    let cfg = set.fridge.as_ref().unwrap();
+    let mut sum: Option<fridge::FridgeSynopsis> = None;
+    for m in msgs.iter().filter(|m| m.kind == SynopsisKind::Fridge) {
+        let f = fridge::FridgeSynopsis::decode(cfg, &m.body).unwrap();
+        match &mut sum {
+            None => sum = Some(f),
+            Some(s) => s.merge(&f).unwrap(),
+        }
+    }
+    let whole = publisher.whole_run_fridge().unwrap();
+    assert!(whole.kinds.iter().map(|k| k.all.samples).sum::<u64>() >= 2, "{whole:?}");
+    assert_eq!(whole, fridge::estimate(&sum.unwrap()));
 }
 
 /// Records the progress watermarks it is given.

@@ -1,5 +1,5 @@
 //! The per-epoch output accumulators of one exchange kind: weighted log-binned histograms
-//! (Σc, Σc², sample count per bin, per subset and per fridge) and counters.
+//! (Σc, Σc², sample count and delay extremes per bin, per subset and per fridge) and counters.
 //!
 //! These are the only fridge state an epoch boundary resets (spec §7.4): the slots live in
 //! the worker's carry. Merging per-core shards adds them (spec §7.3: shards partition the
@@ -9,7 +9,12 @@ use super::bins::LogBins;
 use super::set::{MAX_LN_WEIGHT, RequestOutcome, ResponseOutcome};
 use serde::{Deserialize, Serialize};
 
-/// Σc, Σc² and the number of samples in one bin of one fridge.
+/// Σc, Σc², the number of samples and the smallest and largest delay in one bin of one fridge.
+///
+/// The exact extremes [ours; the paper keeps Σc only] let the report place a bin's mass where
+/// its samples are rather than across the whole bin: a point mass comes back exact at any
+/// resolution, and a quantile in a gap between bins interpolates between the neighbouring
+/// samples as the samples' own CDF does (see [`super::distribution::BinnedDistribution`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BinStats {
@@ -19,20 +24,40 @@ pub struct BinStats {
     pub weight_sum: f64,
     /// Σc²: the paper's variance proxy V̂_k(b) (Eq 7).
     pub weight_sq_sum: f64,
+    /// Smallest delay counted, ns (meaningless while `samples` is 0).
+    pub min_ns: u64,
+    /// Largest delay counted, ns (meaningless while `samples` is 0).
+    pub max_ns: u64,
 }
 
 impl BinStats {
-    /// Adds one sample of weight `c`.
+    /// Adds one sample of weight `c` and delay `delay_ns`.
     #[inline]
-    pub fn add_weight(&mut self, c: f64) {
+    pub fn add_sample(&mut self, c: f64, delay_ns: u64) {
+        if self.samples == 0 {
+            self.min_ns = delay_ns;
+            self.max_ns = delay_ns;
+        } else {
+            self.min_ns = self.min_ns.min(delay_ns);
+            self.max_ns = self.max_ns.max(delay_ns);
+        }
         self.samples += 1;
         self.weight_sum += c;
         self.weight_sq_sum += c * c;
     }
 
-    /// Adds another bin's sums.
+    /// Adds another bin's sums and extremes.
     #[inline]
     pub fn add(&mut self, o: &BinStats) {
+        if o.samples == 0 {
+            return;
+        }
+        if self.samples == 0 {
+            (self.min_ns, self.max_ns) = (o.min_ns, o.max_ns);
+        } else {
+            self.min_ns = self.min_ns.min(o.min_ns);
+            self.max_ns = self.max_ns.max(o.max_ns);
+        }
         self.samples = self.samples.wrapping_add(o.samples);
         self.weight_sum += o.weight_sum;
         self.weight_sq_sum += o.weight_sq_sum;
@@ -209,7 +234,7 @@ impl KindEpoch {
                 let idx = (subset() * self.fridges.len() + usize::from(s.fridge)) * self.bins
                     + bins.bin_of(s.delay_ns);
                 if let Some(b) = self.hist.get_mut(idx) {
-                    b.add_weight(c);
+                    b.add_sample(c, s.delay_ns);
                     self.counters.samples += 1;
                 }
             }

@@ -1,15 +1,17 @@
 //! Sparse encoding of the fridge's histograms: only bins holding samples are written, as
-//! (flat index u32, samples u64, Σc f64, Σc² f64) after a u32 count. The decoder checks the
+//! (flat index u32, samples u64, Σc f64, Σc² f64, min delay u64, max delay u64) after a u32
+//! count (format 2; format 1 had no extremes). The decoder checks the
 //! count against the configured histogram size before reading entries, and every value against
 //! what a fridge can produce (1 ≤ c ≤ e^300, so samples ≤ Σc ≤ samples·e^300 and
-//! Σc ≤ Σc² ≤ Σc·e^300). The upper bounds keep every sum the report forms finite. Never
+//! Σc ≤ Σc² ≤ Σc·e^300), and the extremes against the bin's edges. The upper bounds keep every sum the report forms finite. Never
 //! panics and never allocates on any input.
 
 use super::accum::BinStats;
+use super::bins::LogBins;
 use crate::synopsis::codec::{DecodeError, Reader, Writer};
 
 /// Bytes of one encoded bin.
-const ENTRY_BYTES: usize = 4 + 8 + 8 + 8;
+const ENTRY_BYTES: usize = 4 + 8 + 8 + 8 + 8 + 8;
 /// Relative slack for the float invariants (sums of many rounded terms).
 const SLACK: f64 = 1e-9;
 /// Above any weight a bin can hold: e^(MAX_LN_WEIGHT + 1), a factor e of margin over the
@@ -29,6 +31,8 @@ pub(super) fn encode_hist(hist: &[BinStats], w: &mut Writer<'_>) {
         w.u64(b.samples);
         w.f64(b.weight_sum);
         w.f64(b.weight_sq_sum);
+        w.u64(b.min_ns);
+        w.u64(b.max_ns);
     }
 }
 
@@ -36,8 +40,13 @@ fn invalid(field: &'static str, reason: String) -> DecodeError {
     DecodeError::Invalid { field, reason }
 }
 
-/// Reads bins written by [`encode_hist`] into the zeroed `hist`.
-pub(super) fn decode_hist(hist: &mut [BinStats], r: &mut Reader<'_>) -> Result<(), DecodeError> {
+/// Reads bins written by [`encode_hist`] into the zeroed `hist`, whose histograms each have
+/// `bins`' layout.
+pub(super) fn decode_hist(
+    hist: &mut [BinStats],
+    bins: &LogBins,
+    r: &mut Reader<'_>,
+) -> Result<(), DecodeError> {
     let n = r.u32()? as usize;
     if n > hist.len() {
         return Err(invalid("fridge.bins", format!("{n} non-empty bins but histograms hold {}", hist.len())));
@@ -49,6 +58,7 @@ pub(super) fn decode_hist(hist: &mut [BinStats], r: &mut Reader<'_>) -> Result<(
         let samples = r.u64()?;
         let sum = r.f64()?;
         let sq = r.f64()?;
+        let (min_ns, max_ns) = (r.u64()?, r.u64()?);
         if i < next || i >= hist.len() {
             return Err(invalid(
                 "fridge.bin_index",
@@ -70,8 +80,16 @@ pub(super) fn decode_hist(hist: &mut [BinStats], r: &mut Reader<'_>) -> Result<(
                 format!("bin {i}: samples {samples}, Σc {sum}, Σc² {sq} cannot come from a fridge"),
             ));
         }
+        let bin = i % bins.len();
+        let inside = |d: u64| d >= bins.low_ns(bin) && bins.high_ns(bin).is_none_or(|hi| d < hi);
+        if min_ns > max_ns || !inside(min_ns) || !inside(max_ns) || (samples == 1 && min_ns != max_ns) {
+            return Err(invalid(
+                "fridge.bin_extremes",
+                format!("bin {i}: delays {min_ns}..={max_ns} ns with {samples} samples do not fit the bin"),
+            ));
+        }
         if let Some(b) = hist.get_mut(i) {
-            *b = BinStats { samples, weight_sum: sum, weight_sq_sum: sq };
+            *b = BinStats { samples, weight_sum: sum, weight_sq_sum: sq, min_ns, max_ns };
         }
     }
     Ok(())

@@ -155,9 +155,22 @@ pub struct CombinedHistogram {
     pub variance: Vec<f64>,
     /// Samples behind `mass[b]`.
     pub samples: Vec<u64>,
+    /// Smallest and largest delay among those samples, ns (`None` when the bin has none, or
+    /// when the histogram was built from masses alone).
+    pub extremes: Vec<Option<(u64, u64)>>,
 }
 
 impl CombinedHistogram {
+    /// `bins` empty bins.
+    pub fn empty(bins: usize) -> Self {
+        Self {
+            mass: vec![0.0; bins],
+            variance: vec![0.0; bins],
+            samples: vec![0; bins],
+            extremes: vec![None; bins],
+        }
+    }
+
     /// Σ f̂(b): the estimated number of pairs.
     pub fn total(&self) -> f64 {
         self.mass.iter().sum()
@@ -173,13 +186,20 @@ impl CombinedHistogram {
 /// Applies `weights` to the fridges' histograms.
 pub fn combine(weights: &BinWeights, hists: &[&[BinStats]]) -> CombinedHistogram {
     let nb = weights.bins;
-    let mut out = CombinedHistogram { mass: vec![0.0; nb], variance: vec![0.0; nb], samples: vec![0; nb] };
+    let mut out = CombinedHistogram::empty(nb);
     for (k, h) in hists.iter().enumerate() {
         for (b, s) in h.iter().enumerate().take(nb) {
             let wk = weights.get(k, b);
             out.mass[b] += wk * s.weight_sum;
             out.variance[b] += wk * wk * s.variance_estimate();
             out.samples[b] = out.samples[b].saturating_add(s.samples);
+            // A fridge whose weight here is 0 contributes no mass, so not its extremes either.
+            if s.samples > 0 && wk > 0.0 {
+                out.extremes[b] = Some(match out.extremes[b] {
+                    None => (s.min_ns, s.max_ns),
+                    Some((lo, hi)) => (lo.min(s.min_ns), hi.max(s.max_ns)),
+                });
+            }
         }
     }
     out
@@ -194,7 +214,7 @@ pub fn histograms_from_samples(samples: &[Sample], fridges: usize, bins: &LogBin
             continue;
         }
         if let Some(b) = h.get_mut(usize::from(s.fridge)).and_then(|f| f.get_mut(bins.bin_of(s.delay_ns))) {
-            b.add_weight(s.ln_weight.exp());
+            b.add_sample(s.ln_weight.exp(), s.delay_ns);
         }
     }
     h
@@ -210,7 +230,13 @@ mod tests {
     }
 
     fn stats(n: u64, c: f64) -> BinStats {
-        BinStats { samples: n, weight_sum: n as f64 * c, weight_sq_sum: n as f64 * c * c }
+        BinStats {
+            samples: n,
+            weight_sum: n as f64 * c,
+            weight_sq_sum: n as f64 * c * c,
+            min_ns: 0,
+            max_ns: 0,
+        }
     }
 
     #[test]

@@ -160,7 +160,7 @@ impl FridgeSynopsis {
         for f in &mut epoch.fridges {
             f.insertions = r.u64()?;
         }
-        codec::decode_hist(epoch.hist_flat_mut(), r)?;
+        codec::decode_hist(epoch.hist_flat_mut(), &self.bins, r)?;
         // Checked, not wrapping: bins whose samples overflow u64 cannot come from one epoch, and
         // the report's sums over them would overflow.
         let total = epoch.hist_flat().iter().try_fold(0u64, |s, b| s.checked_add(b.samples));
@@ -182,7 +182,8 @@ impl FridgeSynopsis {
 impl Synopsis for FridgeSynopsis {
     type Config = FridgeConfig;
     type Carry = FridgeCarry;
-    const FORMAT_VERSION: u8 = 1;
+    /// 2: every encoded bin carries its smallest and largest delay.
+    const FORMAT_VERSION: u8 = 2;
 
     fn new(cfg: &FridgeConfig) -> Result<Self, ConfigError> {
         cfg.validate()?;

@@ -15,7 +15,7 @@ use super::distribution::{BinnedDistribution, Quantiles as _};
 use crate::packet::ExchangeKind;
 use crate::synopsis::Synopsis;
 use crate::synopsis::estimate::{ConfidenceInterval, Estimate, Measured, NoEstimate};
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 /// Coverage of the intervals.
 pub const INTERVAL_LEVEL: f64 = 0.95;
@@ -24,6 +24,41 @@ const Z: f64 = 1.959_963_984_540_054;
 
 /// The quantiles every distribution report carries.
 pub const REPORTED_QUANTILES: [f64; 4] = [0.5, 0.9, 0.95, 0.99];
+
+/// A [`Measured`] estimate serialised as plain fields: `{"value", "samples", "interval"}` when
+/// there is one, `{"value": null, "error": {"reason", …}}` when not, instead of serde's
+/// `{"Ok": …}` / `{"Err": …}`, so a reader finds `p99_ns.value` without unwrapping a variant.
+#[derive(Clone, Copy, Debug)]
+pub struct PlainMeasured<'a>(pub &'a Measured<Estimate>);
+
+impl Serialize for PlainMeasured<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Plain<'a> {
+            value: Option<f64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            samples: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            interval: Option<&'a ConfidenceInterval>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            error: Option<&'a NoEstimate>,
+        }
+        let p = match self.0 {
+            Ok(e) => Plain {
+                value: Some(e.value),
+                samples: Some(e.samples),
+                interval: e.interval.as_ref(),
+                error: None,
+            },
+            Err(e) => Plain { value: None, samples: None, interval: None, error: Some(e) },
+        };
+        p.serialize(s)
+    }
+}
+
+fn plain<S: Serializer>(m: &Measured<Estimate>, s: S) -> Result<S::Ok, S::Error> {
+    PlainMeasured(m).serialize(s)
+}
 
 /// One bin of the combined histogram.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -46,6 +81,7 @@ pub struct ThresholdReport {
     /// Threshold, ns.
     pub threshold_ns: u64,
     /// Fraction of pairs slower than the threshold, with a 95 % delta-method interval.
+    #[serde(serialize_with = "plain")]
     pub fraction_above: Measured<Estimate>,
 }
 
@@ -55,14 +91,19 @@ pub struct DistributionReport {
     /// Samples (matched responses) behind it.
     pub samples: u64,
     /// Estimated number of request/response pairs, Σ f̂(b), with a 95 % interval.
+    #[serde(serialize_with = "plain")]
     pub estimated_pairs: Measured<Estimate>,
     /// Median delay, ns.
+    #[serde(serialize_with = "plain")]
     pub p50_ns: Measured<Estimate>,
     /// 90th percentile, ns.
+    #[serde(serialize_with = "plain")]
     pub p90_ns: Measured<Estimate>,
     /// 95th percentile, ns.
+    #[serde(serialize_with = "plain")]
     pub p95_ns: Measured<Estimate>,
     /// 99th percentile, ns.
+    #[serde(serialize_with = "plain")]
     pub p99_ns: Measured<Estimate>,
     /// Configured threshold queries.
     pub above: Vec<ThresholdReport>,

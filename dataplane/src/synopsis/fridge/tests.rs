@@ -6,6 +6,7 @@ use crate::packet::{Exchange, FlowKey};
 use crate::synopsis::codec::DecodeError;
 use crate::synopsis::hash;
 
+mod quantiles;
 mod statistical;
 
 fn spec(slots: u32, p: f64) -> FridgeSpec {
@@ -158,7 +159,10 @@ fn duplicate_requests_measure_from_the_latest_copy() {
     // One sample of delay 2000 ns with x = 0, c = 1.
     let bin = syn.bins().bin_of(2000);
     let h = k.hist(0, 0);
-    assert_eq!(h[bin], BinStats { samples: 1, weight_sum: 1.0, weight_sq_sum: 1.0 });
+    assert_eq!(
+        h[bin],
+        BinStats { samples: 1, weight_sum: 1.0, weight_sq_sum: 1.0, min_ns: 2000, max_ns: 2000 }
+    );
 }
 
 #[test]
@@ -538,7 +542,8 @@ fn report_of_an_exact_histogram() {
 }
 
 /// A valid header and a structurally valid body for `cfg`: per kind the 7 counters, the
-/// fridges' insertion counters and the given sparse bins (flat index, samples, Σc, Σc²), with
+/// fridges' insertion counters and the given sparse bins (flat index, samples, Σc, Σc²; every
+/// delay at the bin's lower edge), with
 /// the samples counter set to the bins' wrapping sum so the consistency check cannot be what
 /// refuses the input.
 fn encode_bins(cfg: &FridgeConfig, counters: [u64; 7], kinds: &[Vec<(u32, u64, f64, f64)>]) -> Vec<u8> {
@@ -551,6 +556,7 @@ fn encode_bins(cfg: &FridgeConfig, counters: [u64; 7], kinds: &[Vec<(u32, u64, f
         cfg.fingerprint(),
     );
     w.u64(0);
+    let layout = LogBins::new(&cfg.histogram);
     for (kc, bins) in cfg.kinds.iter().zip(kinds) {
         let mut c = counters;
         c[3] = bins.iter().fold(0u64, |s, b| s.wrapping_add(b.1));
@@ -566,6 +572,9 @@ fn encode_bins(cfg: &FridgeConfig, counters: [u64; 7], kinds: &[Vec<(u32, u64, f
             w.u64(n);
             w.f64(sum);
             w.f64(sq);
+            let edge = layout.low_ns(i as usize % layout.len());
+            w.u64(edge);
+            w.u64(edge);
         }
     }
     out

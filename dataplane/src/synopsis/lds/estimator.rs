@@ -25,6 +25,64 @@ pub struct CellUse {
     pub usable: u32,
     /// Usable cells the selection rule kept.
     pub selected: u32,
+    /// Cells empty at both points (the row's sampling passed over the flow's packets).
+    pub empty: u32,
+    /// Cells where the sender counted more packets than the receiver: a loss, the flow's own
+    /// or a colliding flow's.
+    pub lossy: u32,
+    /// Cells with equal counts but different digests, or more packets at the receiver: a
+    /// colliding flow's packets that only one point counted (or a swapped packet).
+    pub mismatched: u32,
+    /// Cells whose count or timestamp sum overflowed.
+    pub overflowed: u32,
+    /// Why the flow has no mean, when it has none (`None` when it has one).
+    pub no_estimate_reason: Option<NoFlowEstimate>,
+}
+
+/// Flows without a mean in an epoch, by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct NoEstimateCounts {
+    /// [`NoFlowEstimate::TooFewPackets`].
+    pub too_few_packets: u64,
+    /// [`NoFlowEstimate::LossInEveryCell`].
+    pub loss_in_every_cell: u64,
+    /// [`NoFlowEstimate::Collision`].
+    pub collision: u64,
+    /// [`NoFlowEstimate::Overflow`].
+    pub overflow: u64,
+}
+
+/// Why LDS has no mean for a flow that one of the points saw, from its cells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoFlowEstimate {
+    /// No cell holds a packet at either point: the flow had too few packets for the rows'
+    /// sampling rates to keep one (or none in this window).
+    TooFewPackets,
+    /// No cell is clean and most spoiled cells lost packets between the points (the flow's or a
+    /// colliding flow's loss): more sampling rows or cells, or a longer vLDA, leave clean cells.
+    LossInEveryCell,
+    /// Most spoiled cells hold packets counted at one point only (equal counts with different
+    /// digests, or more at the receiver): a colliding flow's, or a swapped packet.
+    Collision,
+    /// Most spoiled cells overflowed.
+    Overflow,
+}
+
+impl CellUse {
+    /// The reason for a flow without an estimate, from the cell tallies: no packet at all, else
+    /// what spoiled most of its non-empty cells (ties: loss, then collision, then overflow).
+    fn reason(&self) -> NoFlowEstimate {
+        if self.empty >= self.total {
+            NoFlowEstimate::TooFewPackets
+        } else if self.lossy >= self.mismatched && self.lossy >= self.overflowed {
+            NoFlowEstimate::LossInEveryCell
+        } else if self.mismatched >= self.overflowed {
+            NoFlowEstimate::Collision
+        } else {
+            NoFlowEstimate::Overflow
+        }
+    }
 }
 
 /// The estimate for one flow.
@@ -163,6 +221,16 @@ impl<'a> Estimator<'a> {
                 any_packet |= a.count != 0 || b.count != 0;
                 row_count += u64::from(a.count);
                 row_lost += i64::from(a.count) - i64::from(b.count);
+                // The same precedence as the epoch's cell census (`summary`).
+                if a.count == 0 && b.count == 0 {
+                    cells.empty += 1;
+                } else if a.overflowed() || b.overflowed() {
+                    cells.overflowed += 1;
+                } else if a.count > b.count {
+                    cells.lossy += 1;
+                } else if a.count < b.count || a.digest != b.digest {
+                    cells.mismatched += 1;
+                }
                 if a.count == b.count && a.digest == b.digest && a.count != 0 && !a.overflowed() {
                     cand.push(Candidate {
                         row: r as u16,
@@ -184,6 +252,9 @@ impl<'a> Estimator<'a> {
         } else {
             self.select_and_average(cand, &mut cells)
         };
+        if mean_delay_ns.is_err() {
+            cells.no_estimate_reason = Some(cells.reason());
+        }
         FlowEstimate {
             flow: *key,
             mean_delay_ns,
@@ -288,11 +359,19 @@ impl<'a> Estimator<'a> {
             if n == 0 { Err(NoEstimate::NoUsableCells) } else { Estimate::new(delta as f64 / n as f64, n) };
         let mut flows_no_usable_cells = 0;
         let mut flows_no_packets = 0;
+        let mut why = NoEstimateCounts::default();
         for e in estimates {
             match e.mean_delay_ns {
                 Err(NoEstimate::NoPackets) => flows_no_packets += 1,
                 Err(_) => flows_no_usable_cells += 1,
                 Ok(_) => {}
+            }
+            match e.cells.no_estimate_reason {
+                Some(NoFlowEstimate::TooFewPackets) => why.too_few_packets += 1,
+                Some(NoFlowEstimate::LossInEveryCell) => why.loss_in_every_cell += 1,
+                Some(NoFlowEstimate::Collision) => why.collision += 1,
+                Some(NoFlowEstimate::Overflow) => why.overflow += 1,
+                None => {}
             }
         }
         LdsSummary {
@@ -300,6 +379,7 @@ impl<'a> Estimator<'a> {
             flows_estimated: estimates.len() as u64 - flows_no_usable_cells - flows_no_packets,
             flows_no_usable_cells,
             flows_no_packets,
+            flows_no_estimate_by_reason: why,
             flows_unrecorded_estimate: flows.unrecorded_flows_estimate(),
             packets_unrecorded: flows.unrecorded_packets(),
             weighted_packets_sent: finite_round(sent as f64 / rate),
@@ -343,6 +423,8 @@ pub struct LdsSummary {
     pub flows_no_usable_cells: u64,
     /// Flows without a sampled packet in any cell.
     pub flows_no_packets: u64,
+    /// Flows without a mean, by [`NoFlowEstimate`] (they add up to the two counts above).
+    pub flows_no_estimate_by_reason: NoEstimateCounts,
     /// Flows the flow log could not record (linear-counting estimate).
     pub flows_unrecorded_estimate: f64,
     /// Packets of flows the flow log could not record.

@@ -53,8 +53,8 @@ mod tests;
 pub use cell::Cell;
 pub use config::{EstimatorConfig, LdsConfig, OffsetMode, SelectionRule};
 pub use estimator::{
-    CellUse, Estimator, FlowEstimate, LdsReport, LdsSummary, estimate_all, estimate_flow, report,
-    sort_by_packets, top_by_packets,
+    CellUse, Estimator, FlowEstimate, LdsReport, LdsSummary, NoEstimateCounts, NoFlowEstimate, estimate_all,
+    estimate_flow, report, sort_by_packets, top_by_packets,
 };
 pub use flows::{FlowEntry, FlowSet};
 pub use sketch::{Lds, LocatedCells, MAX_LOCATED_ROWS};

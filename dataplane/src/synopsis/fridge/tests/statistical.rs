@@ -120,8 +120,10 @@ fn well_provisioned() -> Vec<Trace> {
 fn single_fridge_is_unbiased_per_log_bin_under_both_weight_forms() {
     let traces = well_provisioned();
     for mode in [WeightMode::Insertions, WeightMode::Offered] {
+        // The spec's 4 bins per octave: per-bin counts large enough for the bias check's power.
         let cfg = FridgeConfig {
             weight: mode,
+            histogram: HistogramConfig { bins_per_octave: 4, ..HistogramConfig::default() },
             ..FridgeConfig::single_kind(ExchangeKind::Dns, vec![spec(1 << 12, 1.0 / 16.0)])
         };
         let pooled = pooled_through_synopsis(&cfg, &traces);
