@@ -192,7 +192,10 @@ fn run_appliance(config: &Config) -> Result<(), Failure> {
         );
     }
     println!("stopped: {:?}", summary.reason);
-    Ok(())
+    match summary.lost {
+        Some(lost) => Err(Failure::Runtime(anyhow::anyhow!(lost))),
+        None => Ok(()),
+    }
 }
 
 #[cfg(not(feature = "dpdk"))]

@@ -46,8 +46,9 @@ pub fn epoch_template(config: &Config) -> anyhow::Result<EpochSynopses> {
 
 /// The sinks of `[output]` and `[ship]` (the network sink to the peer, whose shipper thread
 /// starts here: before the EAL, so a bad key file or spill directory stops the run early) and
-/// the publisher over them.
-pub fn publisher(config: &Config) -> anyhow::Result<Publisher> {
+/// the publisher over them. With `backpressure` (offline: the input can wait) a full queue to
+/// the peer holds the run back instead of giving epochs up ([`NetworkSink::with_backpressure`]).
+pub fn publisher(config: &Config, backpressure: bool) -> anyhow::Result<Publisher> {
     let mut sinks: Vec<Box<dyn EpochSink>> = Vec::new();
     if let Some(json) = &config.output.json {
         let sink =
@@ -67,6 +68,7 @@ pub fn publisher(config: &Config) -> anyhow::Result<Publisher> {
             ship.clone(),
         )
         .with_context(|| format!("cannot set up shipping to the peer {}", ship.peer))?;
+        let sink = if backpressure { sink.with_backpressure() } else { sink };
         info!(peer = %ship.peer, spill_dir = ?ship.spill_dir, "shipping epochs to the peer");
         sinks.push(Box::new(sink));
     }
@@ -79,4 +81,12 @@ pub fn publisher(config: &Config) -> anyhow::Result<Publisher> {
         sinks,
     )
     .context("cannot set up the epoch outputs")
+}
+
+/// After [`Publisher::finish`]: the one sentence saying what the sinks lost, logged as an
+/// error, or `None` when every epoch reached every output.
+pub fn losses(publisher: &Publisher) -> Option<String> {
+    let summary = wirelat_control::sink::loss_summary(&publisher.losses())?;
+    tracing::error!(summary = %summary, "epochs lost");
+    Some(summary)
 }

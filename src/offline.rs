@@ -5,7 +5,9 @@
 //! publisher and sinks as `wirelat run`.
 //!
 //! Differences from the appliance, by design: nothing is forwarded; no epoch is ever lost (the
-//! overrun policy is always `wait`: the harvest runs in this thread); with `[clock] source =
+//! overrun policy is always `wait`: the harvest runs in this thread; a `[ship]` queue that is
+//! full waits for the peer's acknowledgements, and the run exits non-zero naming every epoch
+//! synopsis the sinks still gave up); with `[clock] source =
 //! "trace"` timestamps are truncated to whole microseconds exactly like DPDK 22.11's pcap device,
 //! so a replay through the appliance measures the same values; with any other clock the pcap's
 //! own resolution is kept. Each pcap must be in capture order (as written by a capture tool or
@@ -109,7 +111,7 @@ pub fn run(
         ));
     }
     let mut harvester = Harvester::new(links, move || template.clone());
-    let mut publisher = measure::publisher(config)?;
+    let mut publisher = measure::publisher(config, true)?;
 
     let mut streams = [Some(PcapStream::open(port0)?), port1.map(PcapStream::open).transpose()?];
     let mut heads: [Option<(u64, Vec<u8>)>; 2] = [None, None];
@@ -181,6 +183,9 @@ pub fn run(
         colate_epochs = c.colate_epochs,
         "offline run finished"
     );
+    if let Some(lost) = measure::losses(&publisher) {
+        bail!("{lost}; see the warnings above for each");
+    }
     Ok(summary)
 }
 

@@ -222,34 +222,11 @@ fn offline_reports_bad_input_clearly() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("epochs.length_ms"), "{}", describe(&output));
 }
 
-#[test]
-fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() {
-    let dir = scratch();
-    let d = dir.path();
-    trace(d);
-    let key = d.join("peer.key");
-    std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
-    // A packet identity seed other than the default at both points and the collector: the
-    // two-point fingerprints cover it, so a point that shipped under any other would be refused.
-    let synopses =
-        "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n[packet]\nidentity_seed = 5\n";
-    let collector_toml = d.join("collector.toml");
-    std::fs::write(
-        &collector_toml,
-        format!(
-            "[collector]\nlisten = \"127.0.0.1:0\"\nkey_file = \"{}\"\nrecords = \"{}\"\n\
-             [[point]]\nid = 1\nname = \"a\"\n[[point]]\nid = 2\nname = \"b\"\n\
-             [[segment]]\nid = 40\nupstream = 1\ndownstream = 2\n\
-             [[segment]]\nid = 41\nupstream = 2\ndownstream = 1\n{synopses}",
-            key.display(),
-            d.join("records.jsonl").display()
-        ),
-    )
-    .expect("collector config");
-    let collector = Collector::start(&collector_toml);
-    // Both points measure their own pcaps at once and ship to the collector; each exits once the
-    // collector has acknowledged everything (it acknowledges an epoch when it has paired it with
-    // the other point's, so the points must run together; `close` waits up to 30 s).
+/// Both points measure their own pcaps at once and ship to the collector, with `ship_extra`
+/// added to `[ship]`; each must exit 0 once the collector has acknowledged everything (it
+/// acknowledges an epoch when it has paired it with the other point's, so the points must run
+/// together; `close` waits up to 30 s), with every epoch delivered and none given up.
+fn ship_both_points(d: &Path, collector: &Collector, key: &Path, synopses: &str, ship_extra: &str) {
     let points: Vec<Child> = [(1, "a"), (2, "b")]
         .into_iter()
         .map(|(id, point)| {
@@ -259,7 +236,7 @@ fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() 
                 format!(
                     "[point]\nid = {id}\n[segments]\nforward = 40\nreverse = 41\n[epochs]\nlength_ms = 100\n\
                      [ship]\npeer = \"{}\"\nkey_file = \"{}\"\nbackoff_initial_ms = 20\nclose_timeout_ms = 30000\n\
-                     {synopses}",
+                     {ship_extra}\n{synopses}",
                     collector.addr,
                     key.display()
                 ),
@@ -297,6 +274,34 @@ fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() 
         };
         assert!(field("delivered") >= 10 && field("acked") == field("delivered"), "{closed}");
     }
+}
+
+#[test]
+fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() {
+    let dir = scratch();
+    let d = dir.path();
+    trace(d);
+    let key = d.join("peer.key");
+    std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
+    // A packet identity seed other than the default at both points and the collector: the
+    // two-point fingerprints cover it, so a point that shipped under any other would be refused.
+    let synopses =
+        "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n[packet]\nidentity_seed = 5\n";
+    let collector_toml = d.join("collector.toml");
+    std::fs::write(
+        &collector_toml,
+        format!(
+            "[collector]\nlisten = \"127.0.0.1:0\"\nkey_file = \"{}\"\nrecords = \"{}\"\n\
+             [[point]]\nid = 1\nname = \"a\"\n[[point]]\nid = 2\nname = \"b\"\n\
+             [[segment]]\nid = 40\nupstream = 1\ndownstream = 2\n\
+             [[segment]]\nid = 41\nupstream = 2\ndownstream = 1\n{synopses}",
+            key.display(),
+            d.join("records.jsonl").display()
+        ),
+    )
+    .expect("collector config");
+    let collector = Collector::start(&collector_toml);
+    ship_both_points(d, &collector, &key, synopses, "");
     // Point a again, measuring with another identity seed: the collector refuses it by its
     // hello, naming the packet settings, and accepts none of its epochs.
     let config = d.join("a-other-seed.toml");
@@ -328,6 +333,9 @@ fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() 
     assert!(refused.contains("identity_seed"), "{refused}");
     let closed = log.lines().find(|l| l.contains("network sink closed")).unwrap_or_else(|| panic!("{log}"));
     assert!(closed.contains("acked=0") && !closed.contains("given_up=0"), "{closed}");
+    // A run that lost epochs says so and fails.
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    assert!(log.contains("epoch synopses were not delivered to the peer"), "{log}");
     let log = collector.stop();
     assert!(log.contains("fingerprint_mismatch"), "{log}");
     // The collector paired both points' epochs into one LDA record per segment and epoch; the
@@ -345,4 +353,86 @@ fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() 
         .output()
         .expect("check");
     assert!(output.status.success(), "{}\n--- collector\n{log}", describe(&output));
+}
+
+/// The collector config of the shipping tests (points 1 and 2, segments 40 and 41).
+fn collector_config(d: &Path, key: &Path, synopses: &str) -> PathBuf {
+    let collector_toml = d.join("collector.toml");
+    std::fs::write(
+        &collector_toml,
+        format!(
+            "[collector]\nlisten = \"127.0.0.1:0\"\nkey_file = \"{}\"\nrecords = \"{}\"\n\
+             [[point]]\nid = 1\nname = \"a\"\n[[point]]\nid = 2\nname = \"b\"\n\
+             [[segment]]\nid = 40\nupstream = 1\ndownstream = 2\n\
+             [[segment]]\nid = 41\nupstream = 2\ndownstream = 1\n{synopses}",
+            key.display(),
+            d.join("records.jsonl").display()
+        ),
+    )
+    .expect("collector config");
+    collector_toml
+}
+
+/// A queue to the peer that holds one epoch synopsis: without backpressure nearly every epoch
+/// was given up as `queue_full` (and the run still exited 0); offline now waits for the
+/// collector's acknowledgements, so everything arrives and every record is scored.
+#[test]
+fn offline_waits_for_the_peer_instead_of_giving_epochs_up() {
+    let dir = scratch();
+    let d = dir.path();
+    trace(d);
+    let key = d.join("peer.key");
+    std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
+    let synopses = "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n";
+    let collector = Collector::start(&collector_config(d, &key, synopses));
+    ship_both_points(d, &collector, &key, synopses, "queue_messages = 1");
+    let log = collector.stop();
+    let output = wirelat()
+        .args(["check", "--truth"])
+        .arg(d.join("truth.json"))
+        .arg("--records")
+        .arg(d.join("records.jsonl"))
+        .args(["--bound", "lda.min_records=10"])
+        .output()
+        .expect("check");
+    assert!(output.status.success(), "{}\n--- collector\n{log}", describe(&output));
+}
+
+/// A peer that never answers: the run waits `close_timeout_ms` without an acknowledgement,
+/// then gives up, and exits 1 with one sentence counting what was lost, by reason.
+#[test]
+fn offline_with_an_unreachable_peer_exits_non_zero_with_a_summary() {
+    let dir = scratch();
+    let d = dir.path();
+    let pcaps = trace(d);
+    let key = d.join("peer.key");
+    std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
+    // A port nothing listens on (bound, then closed).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let config = d.join("a.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[point]\nid = 1\n[segments]\nforward = 40\nreverse = 41\n[epochs]\nlength_ms = 100\n\
+             [ship]\npeer = \"127.0.0.1:{port}\"\nkey_file = \"{}\"\nbackoff_initial_ms = 20\n\
+             close_timeout_ms = 300\nqueue_messages = 2\n[synopses.lda]\nbanks = [{{ rows = 256, p = 1.0 }}]\n",
+            key.display()
+        ),
+    )
+    .expect("config");
+    let output = wirelat()
+        .args(["offline", "--config"])
+        .arg(&config)
+        .arg("--port0")
+        .arg(&pcaps[0])
+        .arg("--port1")
+        .arg(&pcaps[1])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let err = String::from_utf8_lossy(&output.stderr);
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.starts_with("wirelat: error: "), "{err}");
+    assert!(last.contains("epoch synopses were not delivered to the peer (queue_full "), "{last}");
+    assert!(last.contains("unacked_at_close 2"), "{last}");
 }

@@ -128,7 +128,50 @@ fn default_max_body() -> u32 {
     DEFAULT_MAX_BODY_BYTES
 }
 
+/// Smallest `queue_bytes` and `spill_bytes`: room for at least a few encoded synopses. Below it
+/// a point would give up (or, offline, wait on) every epoch.
+pub const MIN_QUEUE_BYTES: u64 = 1 << 20;
+/// Smallest `max_body_bytes`: the peer's look-up and bind requests must fit.
+pub const MIN_BODY_BYTES: u32 = 64 << 10;
+/// Longest timeout or delay any `[ship]` `*_ms` key may hold (one day): a larger value is a
+/// typo, and `Duration` arithmetic on it could overflow.
+pub const MAX_MS: u64 = 86_400_000;
+/// Most entries `queue_messages` may hold in memory.
+pub const MAX_QUEUE_MESSAGES: usize = 1 << 20;
+
 impl ShipConfig {
+    /// Checks every numeric setting against its documented range (README, `[ship]` keys);
+    /// the error names the key (so the config loader can point at its line) and says, in one
+    /// sentence, its value and the range.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let range = |key: &'static str, v: u64, lo: u64, hi: u64| {
+            if v < lo || v > hi {
+                Err((key, format!("[ship] {key} = {v} is outside {lo}..={hi}")))
+            } else {
+                Ok(())
+            }
+        };
+        range("queue_messages", self.queue_messages as u64, 1, MAX_QUEUE_MESSAGES as u64)?;
+        range("queue_bytes", self.queue_bytes, MIN_QUEUE_BYTES, 1 << 40)?;
+        range("spill_bytes", self.spill_bytes, MIN_QUEUE_BYTES, 1 << 50)?;
+        range(
+            "max_body_bytes",
+            u64::from(self.max_body_bytes),
+            u64::from(MIN_BODY_BYTES),
+            u64::from(u32::MAX),
+        )?;
+        range("max_age_ms", self.max_age_ms, 0, MAX_MS)?;
+        range("backoff_initial_ms", self.backoff_initial_ms, 1, MAX_MS)?;
+        range("backoff_max_ms", self.backoff_max_ms, self.backoff_initial_ms, MAX_MS)?;
+        range("io_timeout_ms", self.io_timeout_ms, 1, MAX_MS)?;
+        range("rda_retention_ms", self.rda_retention_ms, 1, MAX_MS)?;
+        range("close_timeout_ms", self.close_timeout_ms, 1, MAX_MS)?;
+        if self.spill_all && self.spill_dir.is_none() {
+            return Err(("spill_all", "[ship] spill_all = true needs spill_dir".into()));
+        }
+        Ok(())
+    }
+
     /// A configuration with every default for `peer` and `key_file`.
     pub fn new(peer: impl Into<String>, key_file: impl Into<PathBuf>) -> Self {
         Self {
@@ -158,8 +201,8 @@ pub enum ShipError {
     /// The key file.
     #[error(transparent)]
     Key(#[from] crate::auth::KeyError),
-    /// A bad setting.
-    #[error("[ship] {0}")]
+    /// A bad setting (the message names the key).
+    #[error("{0}")]
     Config(String),
     /// The spill directory.
     #[error("[ship] spill_dir {}: {source}", path.display())]
@@ -264,6 +307,12 @@ pub struct NetworkSink {
     shared: Arc<Shared>,
     shipper: Option<JoinHandle<()>>,
     closed: bool,
+    /// Wait for room instead of giving up when the queue is full ([`Self::with_backpressure`]).
+    backpressure: bool,
+    /// With backpressure: the acknowledgement count at which a wait for room last ran out of
+    /// patience. Until the peer acknowledges something more, a full queue gives up at once
+    /// rather than stalling every epoch for another `close_timeout_ms`.
+    stalled_at: Option<u64>,
 }
 
 impl NetworkSink {
@@ -277,8 +326,15 @@ impl NetworkSink {
         let s = &self.shared;
         lock(&s.queue).advance_watermark(u64::MAX);
         s.wake.notify_all();
-        let deadline = Instant::now() + wait;
+        let mut deadline = Instant::now() + wait;
+        let mut acked = s.counters.acked.load(Ordering::Relaxed);
         loop {
+            // With backpressure `wait` is how long to go without an acknowledgement.
+            let now_acked = s.counters.acked.load(Ordering::Relaxed);
+            if self.backpressure && now_acked != acked {
+                acked = now_acked;
+                deadline = Instant::now() + wait;
+            }
             let connected = lock(&s.live).is_some();
             let q = lock(&s.queue);
             // Done when everything was acknowledged and the final watermark announced (or
@@ -336,15 +392,7 @@ impl NetworkSink {
         packet: &PacketConfig,
         cfg: ShipConfig,
     ) -> Result<Self, ShipError> {
-        if cfg.queue_messages == 0 {
-            return Err(ShipError::Config("queue_messages must be at least 1".into()));
-        }
-        if cfg.backoff_initial_ms == 0 || cfg.backoff_max_ms < cfg.backoff_initial_ms {
-            return Err(ShipError::Config("need 0 < backoff_initial_ms <= backoff_max_ms".into()));
-        }
-        if cfg.spill_all && cfg.spill_dir.is_none() {
-            return Err(ShipError::Config("spill_all needs spill_dir".into()));
-        }
+        cfg.validate().map_err(|(_, e)| ShipError::Config(e))?;
         let psk = PreSharedKey::load(&cfg.key_file)?;
         if let Some(dir) = &cfg.spill_dir {
             std::fs::create_dir_all(dir).map_err(|source| ShipError::Spill { path: dir.clone(), source })?;
@@ -398,7 +446,55 @@ impl NetworkSink {
             .name("wirelat-ship".into())
             .spawn(move || shipper_main(&s))
             .map_err(ShipError::Thread)?;
-        Ok(Self { shared, shipper: Some(shipper), closed: false })
+        Ok(Self { shared, shipper: Some(shipper), closed: false, backpressure: false, stalled_at: None })
+    }
+
+    /// Backpressure, for a producer that can wait (`wirelat offline`, whose input is a file):
+    /// when the queue is full, [`EpochSink::deliver`] waits until the peer acknowledges enough
+    /// to make room, and `close` keeps waiting as long as acknowledgements keep coming. Either
+    /// gives up (counted) only after `close_timeout_ms` without a single acknowledgement. The
+    /// appliance must not use it: its control thread would hold the workers' buffers.
+    pub fn with_backpressure(mut self) -> Self {
+        self.backpressure = true;
+        self
+    }
+
+    /// With backpressure: waits until an entry of `bytes` fits in the queue, the sink stops,
+    /// or the peer has acknowledged nothing for `close_timeout_ms`.
+    fn wait_for_room(&mut self, bytes: u64) {
+        let s = &self.shared;
+        let patience = Duration::from_millis(s.cfg.close_timeout_ms);
+        let acked = || s.counters.acked.load(Ordering::Relaxed);
+        let (mut seen, mut since) = (acked(), Instant::now());
+        let mut q = lock(&s.queue);
+        let mut waited = false;
+        while !q.has_room(bytes) && !s.stop.load(Ordering::SeqCst) {
+            let now = acked();
+            if self.stalled_at == Some(now) {
+                return;
+            }
+            if now != seen {
+                (seen, since) = (now, Instant::now());
+            }
+            if since.elapsed() >= patience {
+                self.stalled_at = Some(now);
+                tracing::warn!(
+                    peer = %s.cfg.peer,
+                    waited_ms = patience.as_millis() as u64,
+                    "the queue to the peer is full and the peer acknowledged nothing for close_timeout_ms; giving up epochs until it does"
+                );
+                return;
+            }
+            if !waited {
+                waited = true;
+                tracing::debug!("queue to the peer full: waiting for acknowledgements");
+            }
+            q = s
+                .wake
+                .wait_timeout(q, Duration::from_millis(50))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
     }
 
     /// A snapshot of the counters.
@@ -459,6 +555,10 @@ impl EpochSink for NetworkSink {
             synopsis: msg.body.clone(),
         })
         .encode();
+        if self.backpressure {
+            self.wait_for_room(frame.len() as u64);
+        }
+        let s = &self.shared;
         let offer = {
             let mut q = lock(&s.queue);
             // The harvest emits epochs in order: everything below this one is delivered.
@@ -486,6 +586,16 @@ impl EpochSink for NetworkSink {
     fn close(&mut self) {
         let wait = Duration::from_millis(self.shared.cfg.close_timeout_ms);
         self.shut(wait);
+    }
+
+    fn losses(&self) -> Vec<(&'static str, u64)> {
+        self.shared
+            .given_up
+            .snapshot()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(g, n)| (g.name(), n))
+            .collect()
     }
 }
 

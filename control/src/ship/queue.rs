@@ -162,6 +162,14 @@ impl Queue {
             && self.memory_bytes.saturating_add(bytes) <= self.limits.memory_bytes
     }
 
+    /// True when an entry of `bytes` would be queued now (in memory or in the spill
+    /// directory) rather than given up as `queue_full`.
+    pub fn has_room(&self, bytes: u64) -> bool {
+        self.memory_has_room(bytes)
+            || (self.limits.spill_dir.is_some()
+                && self.spill_bytes.saturating_add(bytes) <= self.limits.spill_bytes)
+    }
+
     fn spill_path(dir: &Path, key: &MessageKey) -> PathBuf {
         dir.join(format!("p{}-s{}-e{}-k{}.wlq", key.point, key.segment, key.epoch, key.kind as u8))
     }
