@@ -526,6 +526,49 @@ fn a_point_restarted_mid_run_resumes_from_its_spill_directory() {
     c.stop();
 }
 
+/// A spill directory holding another point's epoch synopsis (point 2's, as a shared directory
+/// or a changed `[point] id` leaves it): point 1 sets it aside with a reason, never sends it,
+/// and delivers every one of its own epochs. Before, it sent the file first on every
+/// connection, the collector cut the connection, and nothing was delivered.
+#[test]
+fn a_point_with_a_foreign_spill_file_sets_it_aside_and_delivers_everything() {
+    let dir = scratch();
+    let t = traffic(6);
+    let mut c = Collector::start(&collector_toml(dir.path(), "127.0.0.1:0", ""));
+    let spill = dir.path().join("spill-a");
+    std::fs::create_dir_all(&spill).unwrap();
+    let [_, hb] = harvests(&t);
+    let theirs = hb
+        .iter()
+        .flat_map(|h| &h.messages)
+        .find(|m| m.kind == SynopsisKind::Lda)
+        .expect("an LDA message of point b");
+    let key =
+        MessageKey { point: theirs.point, segment: theirs.segment, epoch: theirs.epoch, kind: theirs.kind };
+    let frame = Message::Epoch(EpochFrame {
+        key,
+        fingerprint: theirs.fingerprint,
+        complete: theirs.complete,
+        epoch_len_ns: theirs.epoch_len_ns,
+        synopsis: theirs.body.clone(),
+    });
+    let name = format!("p{}-s{}-e{}-k{}.wlq", key.point, key.segment, key.epoch, key.kind as u8);
+    std::fs::write(spill.join(&name), frame.encode()).unwrap();
+    let extra = format!("spill_dir = \"{}\"", spill.display());
+    let a = sim_point(&point_toml(dir.path(), "a", c.addr, &t, &extra), &["--pace-ms", "20"]);
+    let b = sim_point(&point_toml(dir.path(), "b", c.addr, &t, ""), &["--pace-ms", "20"]);
+    let (oa, _) = (finish(a, "point a"), finish(b, "point b"));
+    let counters: Value = serde_json::from_slice(&oa.stdout).unwrap();
+    assert_eq!(counters["queued"], 0, "{counters}");
+    assert_eq!(counters["loaded_from_spill"], 0, "{counters}");
+    let log = String::from_utf8_lossy(&oa.stderr);
+    assert!(log.contains("spill file set aside") && log.contains("foreign_point"), "{log}");
+    assert!(spill.join("set-aside").join(format!("{name}.foreign_point")).exists());
+    assert_same(&written(&dir.path().join("records.jsonl")), &expected(&harvests(&t), &synopses()));
+    assert_eq!(c.metric("wirelat_peer_rejected_total{reason=\"protocol\"}"), 0.0);
+    c.stop();
+}
+
 /// Connects as point 1 and completes the handshake; returns the raw stream too.
 fn bad_client(
     addr: SocketAddr,

@@ -270,10 +270,10 @@ impl LocalPeerSink {
         let Some(q) = &self.local.queue else { return };
         // Every spilled epoch goes back through the collector's own checks in `feed`, which
         // refuse a mismatched one without holding anything else back.
-        let spilled = lock(q).load_spill(DEFAULT_MAX_BODY_BYTES, |_| true);
+        let spilled = lock(q).load_spill(self.point, DEFAULT_MAX_BODY_BYTES, |_| true);
         let n = spilled.loaded;
-        for p in spilled.corrupt {
-            tracing::warn!(file = %p.display(), "unreadable local spill file removed");
+        for (why, p) in spilled.set_aside {
+            tracing::warn!(file = %p.display(), reason = why.name(), "local spill file set aside, not fed");
         }
         if n == 0 {
             return;

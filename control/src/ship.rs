@@ -30,7 +30,7 @@ use crate::conn::{self, ConnError, FrameReader, FrameWriter};
 use crate::sink::{EpochMessage, EpochSink};
 use crate::synopses::SynopsesConfig;
 use crate::wire::{DEFAULT_MAX_BODY_BYTES, EpochFrame, GiveUp, Hello, Message, MessageKey};
-use queue::{FrameSource, GiveUpCounters, Offer, Queue, QueueLimits};
+use queue::{FrameSource, GiveUpCounters, Offer, Queue, QueueLimits, SetAside};
 use retain::RetainedCaches;
 use serde::{Deserialize, Serialize};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -286,6 +286,8 @@ struct Shared {
     given_up: GiveUpCounters,
     counters: Counters,
     retained: Mutex<RetainedCaches>,
+    /// The spill directory's lock, held as long as the sink lives.
+    _spill_lock: Option<std::fs::File>,
     /// The writer of the live connection, so `close` can cut it.
     live: Mutex<Option<Arc<Mutex<FrameWriter>>>>,
 }
@@ -394,9 +396,10 @@ impl NetworkSink {
     ) -> Result<Self, ShipError> {
         cfg.validate().map_err(|(_, e)| ShipError::Config(e))?;
         let psk = PreSharedKey::load(&cfg.key_file)?;
-        if let Some(dir) = &cfg.spill_dir {
-            std::fs::create_dir_all(dir).map_err(|source| ShipError::Spill { path: dir.clone(), source })?;
-        }
+        let spill_lock = match &cfg.spill_dir {
+            Some(dir) => Some(lock_spill_dir(dir)?),
+            None => None,
+        };
         let mut queue = Queue::new(QueueLimits {
             memory_messages: cfg.queue_messages,
             memory_bytes: cfg.queue_bytes,
@@ -406,15 +409,29 @@ impl NetworkSink {
         });
         let given_up = GiveUpCounters::default();
         let fingerprints = synopses.fingerprints(packet);
-        let spilled =
-            queue.load_spill(cfg.max_body_bytes, |e| fingerprints.contains(&(e.key.kind, e.fingerprint)));
-        for path in &spilled.corrupt {
-            given_up.add(GiveUp::SpillCorrupt);
-            tracing::warn!(file = %path.display(), reason = GiveUp::SpillCorrupt.name(), "epoch synopsis given up: unreadable spill file removed");
-        }
-        for path in &spilled.refused {
-            given_up.add(GiveUp::ConfigChanged);
-            tracing::warn!(file = %path.display(), reason = GiveUp::ConfigChanged.name(), "epoch synopsis given up: spilled under another configuration (synopsis tables or packet identity settings), which the peer would refuse");
+        let spilled = queue
+            .load_spill(point, cfg.max_body_bytes, |e| fingerprints.contains(&(e.key.kind, e.fingerprint)));
+        for (why, path) in &spilled.set_aside {
+            // Another point's file is not this point's loss; a corrupt or stale one of ours is.
+            let lost = match why {
+                SetAside::Corrupt => Some(GiveUp::SpillCorrupt),
+                SetAside::ConfigChanged => Some(GiveUp::ConfigChanged),
+                SetAside::ForeignPoint => None,
+            };
+            if let Some(g) = lost {
+                given_up.add(g);
+            }
+            tracing::warn!(
+                file = %path.display(),
+                reason = why.name(),
+                point,
+                "spill file set aside, not sent: {}",
+                match why {
+                    SetAside::Corrupt => "unreadable or corrupt",
+                    SetAside::ConfigChanged => "written under another configuration (synopsis tables or packet identity settings), which the peer would refuse",
+                    SetAside::ForeignPoint => "it holds another point's epoch synopsis (a shared spill_dir, or a changed [point] id)",
+                }
+            );
         }
         let loaded = spilled.loaded;
         if loaded > 0 {
@@ -438,6 +455,7 @@ impl NetworkSink {
             counters: Counters::default(),
             retained: Mutex::new(retained),
             live: Mutex::new(None),
+            _spill_lock: spill_lock,
             cfg,
         });
         shared.counters.loaded.store(loaded as u64, Ordering::Relaxed);
@@ -603,6 +621,28 @@ impl Drop for NetworkSink {
     fn drop(&mut self) {
         // Without an explicit close, stop at once (no waiting for acknowledgements).
         self.shut(Duration::ZERO);
+    }
+}
+
+/// Creates the spill directory and locks it for this process (`<dir>/.lock`, an advisory
+/// lock the OS releases when the process ends, even by a crash): two running points sharing a
+/// directory would load, send and delete each other's epochs.
+fn lock_spill_dir(dir: &std::path::Path) -> Result<std::fs::File, ShipError> {
+    let io = |source| ShipError::Spill { path: dir.to_owned(), source };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(".lock"))
+        .map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(ShipError::Config(format!(
+            "[ship] spill_dir {} is in use by another running point; give each point its own",
+            dir.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
     }
 }
 
@@ -893,8 +933,20 @@ mod tests {
         assert!(c.given_up.contains(&("config_changed", 1)), "{c:?}");
         assert!(c.given_up.contains(&("spill_corrupt", 0)), "{c:?}");
         assert_eq!(c.queued, 2, "{c:?}");
+        // A second sink (another point, or the same one started twice) cannot share the
+        // directory while this one runs.
+        let mut again = ShipConfig::new("127.0.0.1:1", &key_file);
+        again.spill_dir = Some(spill.clone());
+        let e = NetworkSink::new(2, &synopses, &packet, again).err().expect("the directory is locked");
+        assert!(e.to_string().contains("in use by another running point"), "{e}");
         sink.close();
-        // The refused file is gone; the two kept ones stay for the next run (nothing acked).
-        assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 2);
+        // The refused file is set aside; the two kept ones stay for the next run (nothing acked).
+        let wlq = std::fs::read_dir(&spill)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "wlq"))
+            .count();
+        assert_eq!(wlq, 2);
+        assert!(spill.join("set-aside/p1-s3-e2-k2.wlq.config_changed").exists());
     }
 }
