@@ -11,6 +11,7 @@
 //! (pairing, estimating, writing; `engine`), an RDA worker (reconciliations that wait for
 //! look-ups; [`rda`]) and the metrics responder. Nothing here sees a packet.
 
+pub mod admission;
 pub mod config;
 pub(crate) mod engine;
 pub mod estimate;
