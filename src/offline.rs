@@ -45,6 +45,11 @@ pub struct OfflineSummary {
     pub messages: u64,
 }
 
+/// An input the operator gave cannot be used (exit code 2): one sentence naming the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
 /// Streams the records of one pcap: (timestamp in ns, frame).
 struct PcapStream {
     reader: PcapReader<BufReader<File>>,
@@ -55,9 +60,14 @@ struct PcapStream {
 
 impl PcapStream {
     fn open(path: &Path) -> anyhow::Result<Self> {
-        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let reader = PcapReader::new(BufReader::new(f)).map_err(|e| {
-            anyhow::anyhow!("{} is not a pcap file ({e}); pcapng is not supported", path.display())
+        let bad = |why: String| anyhow::Error::new(BadInput(why));
+        let f = File::open(path).map_err(|e| bad(format!("cannot open {}: {e}", path.display())))?;
+        let reader = PcapReader::new(BufReader::new(f)).map_err(|e| match e {
+            // The OS error, not pcap-file's "Error reading bytes" (a directory, a FIFO, EIO).
+            pcap_file::PcapError::IoError(io) if io.kind() != std::io::ErrorKind::UnexpectedEof => {
+                bad(format!("cannot read {}: {io}", path.display()))
+            }
+            e => bad(format!("{} is not a pcap file ({e}); pcapng is not supported", path.display())),
         })?;
         let nano = reader.header().ts_resolution == TsResolution::NanoSecond;
         Ok(Self { reader, nano, path: path.to_owned(), index: 0 })
@@ -84,7 +94,7 @@ pub fn run(
     workers: usize,
 ) -> anyhow::Result<OfflineSummary> {
     if workers == 0 || workers > 127 {
-        bail!("--workers {workers} is outside 1..=127");
+        return Err(BadInput(format!("--workers {workers} is outside 1..=127")).into());
     }
     measure::log_measurement(config, "offline");
     let trace_clock = config.clock.source == ClockSource::Trace;

@@ -214,8 +214,32 @@ fn offline_reports_bad_input_clearly() {
             .expect("run")
     };
     let output = run();
-    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    // Bad input: exit code 2 and one sentence naming the file.
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("is not a pcap file"), "{}", describe(&output));
+    // A directory given as a pcap: the OS's reason, not pcap-file's "Error reading bytes".
+    std::fs::create_dir(d.join("dir.pcap")).expect("dir");
+    let output = wirelat()
+        .args(["offline", "--config"])
+        .arg(&config)
+        .arg("--port0")
+        .arg(d.join("dir.pcap"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(err.contains("cannot read") && err.contains("Is a directory"), "{err}");
+    assert!(!err.contains("Error reading bytes"), "{err}");
+    let output = wirelat()
+        .args(["offline", "--config"])
+        .arg(&config)
+        .arg("--port0")
+        .arg(d.join("junk.pcap"))
+        .args(["--workers", "0"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--workers"), "{}", describe(&output));
     std::fs::write(&config, "[epochs]\nlength_ms = 0\n").expect("config");
     let output = run();
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));

@@ -45,10 +45,10 @@ pub enum PeerError {
     #[error(transparent)]
     Config(#[from] PeerConfigError),
     /// The key file.
-    #[error(transparent)]
+    #[error("[collector] key_file: {0}")]
     Key(#[from] KeyError),
     /// A socket could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("[collector] cannot listen on {addr}: {source}")]
     Listen {
         /// The address.
         addr: String,

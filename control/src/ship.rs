@@ -199,7 +199,7 @@ impl ShipConfig {
 #[derive(Debug, Error)]
 pub enum ShipError {
     /// The key file.
-    #[error(transparent)]
+    #[error("[ship] key_file: {0}")]
     Key(#[from] crate::auth::KeyError),
     /// A bad setting (the message names the key).
     #[error("{0}")]
