@@ -238,6 +238,9 @@ pub struct ShipCounters {
     pub spilled: u64,
     /// Entries loaded from the spill directory at start-up.
     pub loaded_from_spill: u64,
+    /// With `spill_all`: epoch synopses kept in memory only because the spill directory could
+    /// not take them (disk full, `spill_bytes` reached): crash safety was lost for them.
+    pub not_crash_safe: u64,
     /// Successful handshakes.
     pub connections: u64,
     /// Failed connection attempts (refused, timed out, handshake failed, rejected).
@@ -376,6 +379,7 @@ impl NetworkSink {
             sent = c.sent,
             resent = c.resent,
             given_up = s.given_up.total(),
+            not_crash_safe = c.not_crash_safe,
             connections = c.connections,
             "network sink closed"
         );
@@ -530,9 +534,9 @@ impl NetworkSink {
 
 fn snapshot(s: &Shared) -> ShipCounters {
     let c = &s.counters;
-    let (queued, spilled) = {
+    let (queued, spilled, not_crash_safe) = {
         let q = lock(&s.queue);
-        (q.len() as u64, q.spilled() as u64)
+        (q.len() as u64, q.spilled() as u64, q.not_crash_safe())
     };
     let r = lock(&s.retained);
     let rc = &r.counters;
@@ -547,6 +551,7 @@ fn snapshot(s: &Shared) -> ShipCounters {
         queued,
         spilled,
         loaded_from_spill: get(&c.loaded),
+        not_crash_safe,
         connections: get(&c.connections),
         connect_failures: get(&c.connect_failures),
         rejected_by_peer: get(&c.rejected),

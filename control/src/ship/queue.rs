@@ -106,6 +106,9 @@ pub struct Queue {
     spill_bytes: u64,
     watermark: u64,
     announced: Option<u64>,
+    /// With `spill_all`: entries kept in memory only because writing them to disk failed
+    /// (disk full, spill_bytes reached): a crash of the point would lose them.
+    not_crash_safe: u64,
 }
 
 impl Queue {
@@ -122,6 +125,7 @@ impl Queue {
             spill_bytes: 0,
             watermark: 0,
             announced: None,
+            not_crash_safe: 0,
         }
     }
 
@@ -133,6 +137,12 @@ impl Queue {
     /// True when every entry was acknowledged.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// With `spill_all`: entries queued in memory only because writing them to the spill
+    /// directory failed (so a crash of the point would have lost them), since start.
+    pub fn not_crash_safe(&self) -> u64 {
+        self.not_crash_safe
     }
 
     /// Entries held only on disk.
@@ -207,8 +217,12 @@ impl Queue {
             match self.write_spill(&key, &frame) {
                 Ok(p) => p,
                 Err(g) if !in_memory => return Offer::GivenUp(g),
-                // Spilling everything failed, but memory has room: keep it there.
-                Err(_) => None,
+                // Spilling everything failed, but memory has room: keep it there, and count that
+                // this one would not survive a crash.
+                Err(_) => {
+                    self.not_crash_safe += 1;
+                    None
+                }
             }
         } else {
             None
@@ -604,6 +618,21 @@ mod tests {
         assert_eq!(keys(&q.next_work(10)), vec![7], "only this point's own epoch is sent");
         assert_eq!(wlq_files(dir.path()), 0);
         assert_eq!(std::fs::read_dir(dir.path().join(SET_ASIDE_DIR)).unwrap().count(), 3);
+    }
+
+    #[test]
+    fn spill_all_counts_what_could_not_be_made_crash_safe() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = limits(10, Some(dir.path()));
+        l.spill_all = true;
+        // Room on disk for two frames only (as a full disk would leave).
+        l.spill_bytes = 2 * frame(0, 16).len() as u64;
+        let mut q = Queue::new(l);
+        for e in 0..5 {
+            assert_eq!(q.offer(key(e), frame(e, 16)), Offer::Queued);
+        }
+        assert_eq!(q.not_crash_safe(), 3, "three epochs are in memory only");
+        assert_eq!(wlq_files(dir.path()), 2);
     }
 
     #[test]
