@@ -305,26 +305,12 @@ fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() 
     let dir = scratch();
     let d = dir.path();
     trace(d);
-    let key = d.join("peer.key");
-    std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
+    let key = write_key(d);
     // A packet identity seed other than the default at both points and the collector: the
     // two-point fingerprints cover it, so a point that shipped under any other would be refused.
     let synopses =
         "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n[packet]\nidentity_seed = 5\n";
-    let collector_toml = d.join("collector.toml");
-    std::fs::write(
-        &collector_toml,
-        format!(
-            "[collector]\nlisten = \"127.0.0.1:0\"\nkey_file = \"{}\"\nrecords = \"{}\"\n\
-             [[point]]\nid = 1\nname = \"a\"\n[[point]]\nid = 2\nname = \"b\"\n\
-             [[segment]]\nid = 40\nupstream = 1\ndownstream = 2\n\
-             [[segment]]\nid = 41\nupstream = 2\ndownstream = 1\n{synopses}",
-            key.display(),
-            d.join("records.jsonl").display()
-        ),
-    )
-    .expect("collector config");
-    let collector = Collector::start(&collector_toml);
+    let collector = Collector::start(&collector_config(d, &key, synopses));
     ship_both_points(d, &collector, &key, synopses, "");
     // Point a again, measuring with another identity seed: the collector refuses it by its
     // hello, naming the packet settings, and accepts none of its epochs.
@@ -379,6 +365,13 @@ fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() 
     assert!(output.status.success(), "{}\n--- collector\n{log}", describe(&output));
 }
 
+/// The pre-shared key file of the shipping tests.
+fn write_key(d: &Path) -> PathBuf {
+    let key = d.join("peer.key");
+    std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
+    key
+}
+
 /// The collector config of the shipping tests (points 1 and 2, segments 40 and 41).
 fn collector_config(d: &Path, key: &Path, synopses: &str) -> PathBuf {
     let collector_toml = d.join("collector.toml");
@@ -405,8 +398,7 @@ fn offline_waits_for_the_peer_instead_of_giving_epochs_up() {
     let dir = scratch();
     let d = dir.path();
     trace(d);
-    let key = d.join("peer.key");
-    std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
+    let key = write_key(d);
     let synopses = "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n";
     let collector = Collector::start(&collector_config(d, &key, synopses));
     ship_both_points(d, &collector, &key, synopses, "queue_messages = 1");
@@ -429,8 +421,7 @@ fn offline_with_an_unreachable_peer_exits_non_zero_with_a_summary() {
     let dir = scratch();
     let d = dir.path();
     let pcaps = trace(d);
-    let key = d.join("peer.key");
-    std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
+    let key = write_key(d);
     // A port nothing listens on (bound, then closed).
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
     let config = d.join("a.toml");
