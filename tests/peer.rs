@@ -639,6 +639,27 @@ fn seventy_slow_handshakes_do_not_keep_two_points_out() {
     c.stop();
 }
 
+/// A collector that gives groups up (here: more groups waiting for point b than
+/// `max_pending_groups`) says so when it stops: exit code 1 and one sentence counting them by
+/// reason (it exited 0 before, the records silently missing).
+#[test]
+fn a_collector_that_gave_groups_up_exits_non_zero_with_a_summary() {
+    let dir = scratch();
+    let t = traffic(6);
+    let mut c = Collector::start(&collector_toml(dir.path(), "127.0.0.1:0", "max_pending_groups = 1"));
+    // Only point a: its groups wait for b, and all but one overflow.
+    let mut a = sim_point(&point_toml(dir.path(), "a", c.addr, &t, ""), &["--pace-ms", "10"]);
+    wait_for(60, "a pending overflow", || {
+        c.metric("wirelat_peer_given_up_total{reason=\"pending_overflow\"}") > 0.0
+    });
+    let _ = a.kill();
+    let _ = a.wait();
+    let (status, log) = c.stop_with_status();
+    assert_eq!(status.code(), Some(1), "{log}");
+    let last = log.lines().last().unwrap_or_default();
+    assert!(last.contains("groups were given up without records (pending_overflow "), "{log}");
+}
+
 /// Connects as point 1 and completes the handshake; returns the raw stream too.
 fn bad_client(
     addr: SocketAddr,
