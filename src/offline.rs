@@ -104,6 +104,7 @@ pub fn run(
         workers,
         "offline clock: pcap record time"
     );
+    measure::check_memory(config, workers)?;
     let template = measure::epoch_template(config)?;
     let set = config.synopsis_set();
     let clock = EpochClock::new(config.epochs.length_ns()).context("epoch length is 0")?;

@@ -153,6 +153,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let measuring = !config.synopses_config().is_empty();
     measure::log_measurement(config, "run");
     // Everything that can fail on the configuration fails before the EAL starts.
+    measure::check_memory(config, usize::from(config.queues()))?;
     let template = measuring.then(|| measure::epoch_template(config)).transpose()?;
     let mut publisher = measuring.then(|| measure::publisher(config, false)).transpose()?;
 

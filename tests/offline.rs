@@ -240,6 +240,19 @@ fn offline_reports_bad_input_clearly() {
         .expect("run");
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--workers"), "{}", describe(&output));
+    // A configuration within every documented range whose RDA buffers cannot fit in this
+    // machine: refused with the figure before anything is allocated (it aborted on
+    // allocation).
+    std::fs::write(
+        &config,
+        "[epochs]\nring = 64\n[synopses.rda]\nbinding = { mode = \"online\", buckets_per_bank = 256 }\n\
+         cache_capacity = 134217728\n",
+    )
+    .expect("config");
+    let output = run();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(err.contains("the RDA buffers alone need") && err.contains("MiB of memory and swap"), "{err}");
     std::fs::write(&config, "[epochs]\nlength_ms = 0\n").expect("config");
     let output = run();
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
