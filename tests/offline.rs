@@ -63,18 +63,23 @@ fn offline(dir: &Path, pcaps: &[PathBuf; 2], workers: usize) -> PathBuf {
         out.join("dump").display()
     );
     std::fs::write(&config, text).expect("config");
-    let output = wirelat()
+    let output = run_offline(&config, pcaps, &["--workers", &workers.to_string()]);
+    assert!(output.status.success(), "{}", describe(&output));
+    out
+}
+
+/// `wirelat offline` over both of `pcaps` with `config` and `args`.
+fn run_offline(config: &Path, pcaps: &[PathBuf; 2], args: &[&str]) -> std::process::Output {
+    wirelat()
         .args(["offline", "--config"])
-        .arg(&config)
+        .arg(config)
         .arg("--port0")
         .arg(&pcaps[0])
         .arg("--port1")
         .arg(&pcaps[1])
-        .args(["--workers", &workers.to_string()])
+        .args(args)
         .output()
-        .expect("run");
-    assert!(output.status.success(), "{}", describe(&output));
-    out
+        .expect("run")
 }
 
 fn lines(out: &Path) -> Vec<serde_json::Value> {
@@ -448,15 +453,7 @@ fn offline_with_an_unreachable_peer_exits_non_zero_with_a_summary() {
         ),
     )
     .expect("config");
-    let output = wirelat()
-        .args(["offline", "--config"])
-        .arg(&config)
-        .arg("--port0")
-        .arg(&pcaps[0])
-        .arg("--port1")
-        .arg(&pcaps[1])
-        .output()
-        .expect("run");
+    let output = run_offline(&config, &pcaps, &[]);
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let err = String::from_utf8_lossy(&output.stderr);
     let last = err.lines().last().unwrap_or_default();
