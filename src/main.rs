@@ -52,9 +52,9 @@ enum Command {
         /// Frames received on port 1 (reverse direction).
         #[arg(long, value_name = "FILE.pcap")]
         port1: Option<PathBuf>,
-        /// Emulated workers (default: the configuration's worker count).
-        #[arg(long, value_name = "N")]
-        workers: Option<usize>,
+        /// Emulated workers, 1..=127 (default: the configuration's worker count).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=127))]
+        workers: Option<u8>,
     },
     /// Run the peer that pairs the points' epochs and estimates (see configs/collector.toml).
     Collect {
@@ -133,6 +133,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// Sorts a failure: what the operator's input caused (a `[ship]` key, key file or spill
+/// directory, the collector's key file or listen address) is bad input, exit code 2, with the
+/// sentence naming the key; anything else is a runtime failure, exit code 1.
+fn classify(error: anyhow::Error) -> Failure {
+    use wirelat_control::peer::PeerError;
+    use wirelat_control::ship::ShipError;
+    let bad_input = error.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<ShipError>(),
+            Some(ShipError::Key(_) | ShipError::Config(_) | ShipError::Spill { .. })
+        ) || matches!(c.downcast_ref::<PeerError>(), Some(PeerError::Key(_) | PeerError::Listen { .. }))
+            || c.is::<offline::BadInput>()
+    });
+    if bad_input { Failure::Usage(format!("{error:#}")) } else { Failure::Runtime(error) }
+}
+
 fn execute(command: Command) -> Result<(), Failure> {
     match command {
         Command::Run { config } => {
@@ -142,14 +158,14 @@ fn execute(command: Command) -> Result<(), Failure> {
         Command::Offline { config, port0, port1, workers } => {
             let loaded =
                 Config::load_for(&config, Purpose::Offline).map_err(|e| Failure::Usage(e.to_string()))?;
-            let workers = workers.unwrap_or_else(|| usize::from(loaded.queues()));
-            offline::run(&loaded, &port0, port1.as_deref(), workers).map_err(Failure::Runtime)?;
+            let workers = workers.map_or_else(|| usize::from(loaded.queues()), usize::from);
+            offline::run(&loaded, &port0, port1.as_deref(), workers).map_err(classify)?;
             Ok(())
         }
         Command::Collect { config } => {
             let cfg = wirelat_control::peer::PeerConfig::load(&config)
                 .map_err(|e| Failure::Usage(e.to_string()))?;
-            wirelat_control::peer::run_until_signal(cfg).map_err(|e| Failure::Runtime(e.into()))
+            wirelat_control::peer::run_until_signal(cfg).map_err(|e| classify(e.into()))
         }
         Command::SimPoint { config, pace_ms, from_epoch, crash_after } => {
             let opts = wirelat_control::sim_point::RunOptions {
@@ -170,7 +186,7 @@ fn execute(command: Command) -> Result<(), Failure> {
 
 #[cfg(feature = "dpdk")]
 fn run_appliance(config: &Config) -> Result<(), Failure> {
-    let summary = run::run(config).map_err(Failure::Runtime)?;
+    let summary = run::run(config).map_err(classify)?;
     // The outcome on stdout (logs are on stderr).
     for (p, t) in summary.ports.iter().enumerate() {
         println!(
@@ -192,7 +208,10 @@ fn run_appliance(config: &Config) -> Result<(), Failure> {
         );
     }
     println!("stopped: {:?}", summary.reason);
-    Ok(())
+    match summary.lost {
+        Some(lost) => Err(Failure::Runtime(anyhow::anyhow!(lost))),
+        None => Ok(()),
+    }
 }
 
 #[cfg(not(feature = "dpdk"))]

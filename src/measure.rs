@@ -39,6 +39,52 @@ pub fn log_measurement(config: &Config, mode: &str) {
     }
 }
 
+/// The RDA buffers a measurement reserves up front, in bytes, for `workers` workers: every
+/// worker's ring of `[epochs] ring` buffers holds, per direction, a packet log reserved for
+/// `cache_capacity` packets (16 B each), and the merged epoch of each direction a cache table
+/// ([`RdaConfig::shard_bytes`](wirelat_dataplane::synopsis::rda::RdaConfig::shard_bytes)).
+/// The other synopses' tables are fixed and small beside it (see docs/*.md); they are left out,
+/// so this is a lower bound of what the configuration needs.
+pub fn rda_reserved_bytes(config: &Config, workers: usize) -> u64 {
+    let Some(rda) = config.synopsis_set().rda else { return 0 };
+    let ring = *config.epochs.ring.get_ref() as u64;
+    let logs = (workers as u64)
+        .saturating_mul(ring)
+        .saturating_mul(2)
+        .saturating_mul(rda.cache_capacity.saturating_mul(16));
+    logs.saturating_add(rda.shard_bytes().saturating_mul(2))
+}
+
+/// Refuses, before anything is allocated, a configuration whose RDA buffers alone
+/// ([`rda_reserved_bytes`]) exceed this machine's memory and swap (`/proc/meminfo`): it would
+/// abort on allocation. The error (bad input, exit 2) gives both figures and the keys to change.
+pub fn check_memory(config: &Config, workers: usize) -> anyhow::Result<()> {
+    let need = rda_reserved_bytes(config, workers);
+    let Some(have) = memory_and_swap_bytes() else { return Ok(()) };
+    if need > have {
+        return Err(crate::offline::BadInput(format!(
+            "the RDA buffers alone need {} MiB ({workers} workers × [epochs] ring {} × 2 directions × \
+             [synopses.rda] cache_capacity {} × 16 B, plus the merged caches) but this machine has {} MiB \
+             of memory and swap: lower cache_capacity, ring or the worker count",
+            need >> 20,
+            config.epochs.ring.get_ref(),
+            config.synopsis_set().rda.map_or(0, |r| r.cache_capacity),
+            have >> 20
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// MemTotal + SwapTotal from `/proc/meminfo`, in bytes (`None` where it cannot be read).
+fn memory_and_swap_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = |key: &str| -> Option<u64> {
+        text.lines().find_map(|l| l.strip_prefix(key)?.trim().trim_end_matches("kB").trim().parse().ok())
+    };
+    Some(kib("MemTotal:")?.saturating_add(kib("SwapTotal:").unwrap_or(0)).saturating_mul(1024))
+}
+
 /// A zeroed epoch buffer for the configured synopses (validated by the config loader already;
 /// an error here names the synopsis).
 pub fn epoch_template(config: &Config) -> anyhow::Result<EpochSynopses> {
@@ -47,8 +93,9 @@ pub fn epoch_template(config: &Config) -> anyhow::Result<EpochSynopses> {
 
 /// The sinks of `[output]` and `[ship]` (the network sink to the peer, whose shipper thread
 /// starts here: before the EAL, so a bad key file or spill directory stops the run early) and
-/// the publisher over them.
-pub fn publisher(config: &Config) -> anyhow::Result<Publisher> {
+/// the publisher over them. With `backpressure` (offline: the input can wait) a full queue to
+/// the peer holds the run back instead of giving epochs up ([`NetworkSink::with_backpressure`]).
+pub fn publisher(config: &Config, backpressure: bool) -> anyhow::Result<Publisher> {
     let mut sinks: Vec<Box<dyn EpochSink>> = Vec::new();
     if let Some(json) = &config.output.json {
         let sink =
@@ -68,6 +115,7 @@ pub fn publisher(config: &Config) -> anyhow::Result<Publisher> {
             ship.clone(),
         )
         .with_context(|| format!("cannot set up shipping to the peer {}", ship.peer))?;
+        let sink = if backpressure { sink.with_backpressure() } else { sink };
         info!(peer = %ship.peer, spill_dir = ?ship.spill_dir, "shipping epochs to the peer");
         sinks.push(Box::new(sink));
     }
@@ -102,4 +150,12 @@ pub fn report_whole_run(publisher: &Publisher) {
     }
     let line = serde_json::json!({ "whole_run_fridge": { "epochs": publisher.counters().epochs, "report": report } });
     println!("{line}");
+}
+
+/// After [`Publisher::finish`]: the one sentence saying what the sinks lost, logged as an
+/// error, or `None` when every epoch reached every output.
+pub fn losses(publisher: &Publisher) -> Option<String> {
+    let summary = wirelat_control::sink::loss_summary(&publisher.losses())?;
+    tracing::error!(summary = %summary, "epochs lost");
+    Some(summary)
 }

@@ -5,7 +5,9 @@
 //! publisher and sinks as `wirelat run`.
 //!
 //! Differences from the appliance, by design: nothing is forwarded; no epoch is ever lost (the
-//! overrun policy is always `wait`: the harvest runs in this thread); with `[clock] source =
+//! overrun policy is always `wait`: the harvest runs in this thread; a `[ship]` queue that is
+//! full waits for the peer's acknowledgements, and the run exits non-zero naming every epoch
+//! synopsis the sinks still gave up); with `[clock] source =
 //! "trace"` timestamps are truncated to whole microseconds exactly like DPDK 22.11's pcap device,
 //! so a replay through the appliance measures the same values; with any other clock the pcap's
 //! own resolution is kept. Each pcap must be in capture order (as written by a capture tool or
@@ -43,6 +45,11 @@ pub struct OfflineSummary {
     pub messages: u64,
 }
 
+/// An input the operator gave cannot be used (exit code 2): one sentence naming the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
 /// Streams the records of one pcap: (timestamp in ns, frame).
 struct PcapStream {
     reader: PcapReader<BufReader<File>>,
@@ -53,9 +60,14 @@ struct PcapStream {
 
 impl PcapStream {
     fn open(path: &Path) -> anyhow::Result<Self> {
-        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let reader = PcapReader::new(BufReader::new(f)).map_err(|e| {
-            anyhow::anyhow!("{} is not a pcap file ({e}); pcapng is not supported", path.display())
+        let bad = |why: String| anyhow::Error::new(BadInput(why));
+        let f = File::open(path).map_err(|e| bad(format!("cannot open {}: {e}", path.display())))?;
+        let reader = PcapReader::new(BufReader::new(f)).map_err(|e| match e {
+            // The OS error, not pcap-file's "Error reading bytes" (a directory, a FIFO, EIO).
+            pcap_file::PcapError::IoError(io) if io.kind() != std::io::ErrorKind::UnexpectedEof => {
+                bad(format!("cannot read {}: {io}", path.display()))
+            }
+            e => bad(format!("{} is not a pcap file ({e}); pcapng is not supported", path.display())),
         })?;
         let nano = reader.header().ts_resolution == TsResolution::NanoSecond;
         Ok(Self { reader, nano, path: path.to_owned(), index: 0 })
@@ -82,7 +94,7 @@ pub fn run(
     workers: usize,
 ) -> anyhow::Result<OfflineSummary> {
     if workers == 0 || workers > 127 {
-        bail!("--workers {workers} is outside 1..=127");
+        return Err(BadInput(format!("--workers {workers} is outside 1..=127")).into());
     }
     measure::log_measurement(config, "offline");
     let trace_clock = config.clock.source == ClockSource::Trace;
@@ -92,6 +104,7 @@ pub fn run(
         workers,
         "offline clock: pcap record time"
     );
+    measure::check_memory(config, workers)?;
     let template = measure::epoch_template(config)?;
     let set = config.synopsis_set();
     let clock = EpochClock::new(config.epochs.length_ns()).context("epoch length is 0")?;
@@ -109,7 +122,7 @@ pub fn run(
         ));
     }
     let mut harvester = Harvester::new(links, move || template.clone());
-    let mut publisher = measure::publisher(config)?;
+    let mut publisher = measure::publisher(config, true)?;
 
     let mut streams = [Some(PcapStream::open(port0)?), port1.map(PcapStream::open).transpose()?];
     let mut heads: [Option<(u64, Vec<u8>)>; 2] = [None, None];
@@ -182,6 +195,9 @@ pub fn run(
         colate_epochs = c.colate_epochs,
         "offline run finished"
     );
+    if let Some(lost) = measure::losses(&publisher) {
+        bail!("{lost}; see the warnings above for each");
+    }
     Ok(summary)
 }
 

@@ -77,6 +77,8 @@ pub struct RunSummary {
     pub epochs: u64,
     /// Epochs that some worker could not measure (overruns).
     pub overrun_epochs: u64,
+    /// What the outputs gave up (one sentence), if anything: the run then exits non-zero.
+    pub lost: Option<String>,
 }
 
 /// Counters of one port summed over its queues: rx as ingress, the rest as egress.
@@ -151,8 +153,9 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let measuring = !config.synopses_config().is_empty();
     measure::log_measurement(config, "run");
     // Everything that can fail on the configuration fails before the EAL starts.
+    measure::check_memory(config, usize::from(config.queues()))?;
     let template = measuring.then(|| measure::epoch_template(config)).transpose()?;
-    let mut publisher = measuring.then(|| measure::publisher(config)).transpose()?;
+    let mut publisher = measuring.then(|| measure::publisher(config, false)).transpose()?;
 
     let eal = Eal::init(config.eal_args(&plan))?;
     let queues = config.queues();
@@ -335,6 +338,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let totals = log_counters("final", [port0, port1], &counters, None);
     let measured = log_measure_counters("final", &measure_counters);
     let epochs = control.publisher.as_ref().map_or(0, |p| p.counters().epochs);
+    let lost = control.publisher.as_deref().and_then(measure::losses);
     let overrun_epochs = control.harvester.as_ref().map_or(0, |h| h.overrun_epochs());
     if let Some(h) = &control.harvester {
         let c = h.counters();
@@ -361,7 +365,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     if failed {
         bail!("a worker lcore failed; see the log above");
     }
-    Ok(RunSummary { reason, ports: totals, measured, epochs, overrun_epochs })
+    Ok(RunSummary { reason, ports: totals, measured, epochs, overrun_epochs, lost })
 }
 
 /// Sets up the configured clock; logs which one is used.

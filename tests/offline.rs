@@ -63,18 +63,23 @@ fn offline(dir: &Path, pcaps: &[PathBuf; 2], workers: usize) -> PathBuf {
         out.join("dump").display()
     );
     std::fs::write(&config, text).expect("config");
-    let output = wirelat()
+    let output = run_offline(&config, pcaps, &["--workers", &workers.to_string()]);
+    assert!(output.status.success(), "{}", describe(&output));
+    out
+}
+
+/// `wirelat offline` over both of `pcaps` with `config` and `args`.
+fn run_offline(config: &Path, pcaps: &[PathBuf; 2], args: &[&str]) -> std::process::Output {
+    wirelat()
         .args(["offline", "--config"])
-        .arg(&config)
+        .arg(config)
         .arg("--port0")
         .arg(&pcaps[0])
         .arg("--port1")
         .arg(&pcaps[1])
-        .args(["--workers", &workers.to_string()])
+        .args(args)
         .output()
-        .expect("run");
-    assert!(output.status.success(), "{}", describe(&output));
-    out
+        .expect("run")
 }
 
 fn lines(out: &Path) -> Vec<serde_json::Value> {
@@ -214,42 +219,56 @@ fn offline_reports_bad_input_clearly() {
             .expect("run")
     };
     let output = run();
-    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    // Bad input: exit code 2 and one sentence naming the file.
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("is not a pcap file"), "{}", describe(&output));
+    // A directory given as a pcap: the OS's reason, not pcap-file's "Error reading bytes".
+    std::fs::create_dir(d.join("dir.pcap")).expect("dir");
+    let output = wirelat()
+        .args(["offline", "--config"])
+        .arg(&config)
+        .arg("--port0")
+        .arg(d.join("dir.pcap"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(err.contains("cannot read") && err.contains("Is a directory"), "{err}");
+    assert!(!err.contains("Error reading bytes"), "{err}");
+    let output = wirelat()
+        .args(["offline", "--config"])
+        .arg(&config)
+        .arg("--port0")
+        .arg(d.join("junk.pcap"))
+        .args(["--workers", "0"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--workers"), "{}", describe(&output));
+    // A configuration within every documented range whose RDA buffers cannot fit in this
+    // machine: refused with the figure before anything is allocated (it aborted on
+    // allocation).
+    std::fs::write(
+        &config,
+        "[epochs]\nring = 64\n[synopses.rda]\nbinding = { mode = \"online\", buckets_per_bank = 256 }\n\
+         cache_capacity = 134217728\n",
+    )
+    .expect("config");
+    let output = run();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(err.contains("the RDA buffers alone need") && err.contains("MiB of memory and swap"), "{err}");
     std::fs::write(&config, "[epochs]\nlength_ms = 0\n").expect("config");
     let output = run();
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("epochs.length_ms"), "{}", describe(&output));
 }
 
-#[test]
-fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() {
-    let dir = scratch();
-    let d = dir.path();
-    trace(d);
-    let key = d.join("peer.key");
-    std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
-    // A packet identity seed other than the default at both points and the collector: the
-    // two-point fingerprints cover it, so a point that shipped under any other would be refused.
-    let synopses =
-        "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n[packet]\nidentity_seed = 5\n";
-    let collector_toml = d.join("collector.toml");
-    std::fs::write(
-        &collector_toml,
-        format!(
-            "[collector]\nlisten = \"127.0.0.1:0\"\nkey_file = \"{}\"\nrecords = \"{}\"\n\
-             [[point]]\nid = 1\nname = \"a\"\n[[point]]\nid = 2\nname = \"b\"\n\
-             [[segment]]\nid = 40\nupstream = 1\ndownstream = 2\n\
-             [[segment]]\nid = 41\nupstream = 2\ndownstream = 1\n{synopses}",
-            key.display(),
-            d.join("records.jsonl").display()
-        ),
-    )
-    .expect("collector config");
-    let collector = Collector::start(&collector_toml);
-    // Both points measure their own pcaps at once and ship to the collector; each exits once the
-    // collector has acknowledged everything (it acknowledges an epoch when it has paired it with
-    // the other point's, so the points must run together; `close` waits up to 30 s).
+/// Both points measure their own pcaps at once and ship to the collector, with `ship_extra`
+/// added to `[ship]`; each must exit 0 once the collector has acknowledged everything (it
+/// acknowledges an epoch when it has paired it with the other point's, so the points must run
+/// together; `close` waits up to 30 s), with every epoch delivered and none given up.
+fn ship_both_points(d: &Path, collector: &Collector, key: &Path, synopses: &str, ship_extra: &str) {
     let points: Vec<Child> = [(1, "a"), (2, "b")]
         .into_iter()
         .map(|(id, point)| {
@@ -259,7 +278,7 @@ fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() 
                 format!(
                     "[point]\nid = {id}\n[segments]\nforward = 40\nreverse = 41\n[epochs]\nlength_ms = 100\n\
                      [ship]\npeer = \"{}\"\nkey_file = \"{}\"\nbackoff_initial_ms = 20\nclose_timeout_ms = 30000\n\
-                     {synopses}",
+                     {ship_extra}\n{synopses}",
                     collector.addr,
                     key.display()
                 ),
@@ -297,6 +316,20 @@ fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() 
         };
         assert!(field("delivered") >= 10 && field("acked") == field("delivered"), "{closed}");
     }
+}
+
+#[test]
+fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() {
+    let dir = scratch();
+    let d = dir.path();
+    trace(d);
+    let key = write_key(d);
+    // A packet identity seed other than the default at both points and the collector: the
+    // two-point fingerprints cover it, so a point that shipped under any other would be refused.
+    let synopses =
+        "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n[packet]\nidentity_seed = 5\n";
+    let collector = Collector::start(&collector_config(d, &key, synopses));
+    ship_both_points(d, &collector, &key, synopses, "");
     // Point a again, measuring with another identity seed: the collector refuses it by its
     // hello, naming the packet settings, and accepts none of its epochs.
     let config = d.join("a-other-seed.toml");
@@ -328,6 +361,9 @@ fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() 
     assert!(refused.contains("identity_seed"), "{refused}");
     let closed = log.lines().find(|l| l.contains("network sink closed")).unwrap_or_else(|| panic!("{log}"));
     assert!(closed.contains("acked=0") && !closed.contains("given_up=0"), "{closed}");
+    // A run that lost epochs says so and fails.
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    assert!(log.contains("epoch synopses were not delivered to the peer"), "{log}");
     let log = collector.stop();
     assert!(log.contains("fingerprint_mismatch"), "{log}");
     // The collector paired both points' epochs into one LDA record per segment and epoch; the
@@ -345,4 +381,83 @@ fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() 
         .output()
         .expect("check");
     assert!(output.status.success(), "{}\n--- collector\n{log}", describe(&output));
+}
+
+/// The pre-shared key file of the shipping tests.
+fn write_key(d: &Path) -> PathBuf {
+    let key = d.join("peer.key");
+    std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
+    key
+}
+
+/// The collector config of the shipping tests (points 1 and 2, segments 40 and 41).
+fn collector_config(d: &Path, key: &Path, synopses: &str) -> PathBuf {
+    let collector_toml = d.join("collector.toml");
+    std::fs::write(
+        &collector_toml,
+        format!(
+            "[collector]\nlisten = \"127.0.0.1:0\"\nkey_file = \"{}\"\nrecords = \"{}\"\n\
+             [[point]]\nid = 1\nname = \"a\"\n[[point]]\nid = 2\nname = \"b\"\n\
+             [[segment]]\nid = 40\nupstream = 1\ndownstream = 2\n\
+             [[segment]]\nid = 41\nupstream = 2\ndownstream = 1\n{synopses}",
+            key.display(),
+            d.join("records.jsonl").display()
+        ),
+    )
+    .expect("collector config");
+    collector_toml
+}
+
+/// A queue to the peer that holds one epoch synopsis: without backpressure nearly every epoch
+/// was given up as `queue_full` (and the run still exited 0); offline now waits for the
+/// collector's acknowledgements, so everything arrives and every record is scored.
+#[test]
+fn offline_waits_for_the_peer_instead_of_giving_epochs_up() {
+    let dir = scratch();
+    let d = dir.path();
+    trace(d);
+    let key = write_key(d);
+    let synopses = "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n";
+    let collector = Collector::start(&collector_config(d, &key, synopses));
+    ship_both_points(d, &collector, &key, synopses, "queue_messages = 1");
+    let log = collector.stop();
+    let output = wirelat()
+        .args(["check", "--truth"])
+        .arg(d.join("truth.json"))
+        .arg("--records")
+        .arg(d.join("records.jsonl"))
+        .args(["--bound", "lda.min_records=10"])
+        .output()
+        .expect("check");
+    assert!(output.status.success(), "{}\n--- collector\n{log}", describe(&output));
+}
+
+/// A peer that never answers: the run waits `close_timeout_ms` without an acknowledgement,
+/// then gives up, and exits 1 with one sentence counting what was lost, by reason.
+#[test]
+fn offline_with_an_unreachable_peer_exits_non_zero_with_a_summary() {
+    let dir = scratch();
+    let d = dir.path();
+    let pcaps = trace(d);
+    let key = write_key(d);
+    // A port nothing listens on (bound, then closed).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let config = d.join("a.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[point]\nid = 1\n[segments]\nforward = 40\nreverse = 41\n[epochs]\nlength_ms = 100\n\
+             [ship]\npeer = \"127.0.0.1:{port}\"\nkey_file = \"{}\"\nbackoff_initial_ms = 20\n\
+             close_timeout_ms = 300\nqueue_messages = 2\n[synopses.lda]\nbanks = [{{ rows = 256, p = 1.0 }}]\n",
+            key.display()
+        ),
+    )
+    .expect("config");
+    let output = run_offline(&config, &pcaps, &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let err = String::from_utf8_lossy(&output.stderr);
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.starts_with("wirelat: error: "), "{err}");
+    assert!(last.contains("epoch synopses were not delivered to the peer (queue_full "), "{last}");
+    assert!(last.contains("unacked_at_close 2"), "{last}");
 }

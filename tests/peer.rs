@@ -526,6 +526,140 @@ fn a_point_restarted_mid_run_resumes_from_its_spill_directory() {
     c.stop();
 }
 
+/// A spill directory holding another point's epoch synopsis (point 2's, as a shared directory
+/// or a changed `[point] id` leaves it): point 1 sets it aside with a reason, never sends it,
+/// and delivers every one of its own epochs. Before, it sent the file first on every
+/// connection, the collector cut the connection, and nothing was delivered.
+#[test]
+fn a_point_with_a_foreign_spill_file_sets_it_aside_and_delivers_everything() {
+    let dir = scratch();
+    let t = traffic(6);
+    let mut c = Collector::start(&collector_toml(dir.path(), "127.0.0.1:0", ""));
+    let spill = dir.path().join("spill-a");
+    std::fs::create_dir_all(&spill).unwrap();
+    let [_, hb] = harvests(&t);
+    let theirs = hb
+        .iter()
+        .flat_map(|h| &h.messages)
+        .find(|m| m.kind == SynopsisKind::Lda)
+        .expect("an LDA message of point b");
+    let key =
+        MessageKey { point: theirs.point, segment: theirs.segment, epoch: theirs.epoch, kind: theirs.kind };
+    let frame = Message::Epoch(EpochFrame {
+        key,
+        fingerprint: theirs.fingerprint,
+        complete: theirs.complete,
+        epoch_len_ns: theirs.epoch_len_ns,
+        synopsis: theirs.body.clone(),
+    });
+    let name = format!("p{}-s{}-e{}-k{}.wlq", key.point, key.segment, key.epoch, key.kind as u8);
+    std::fs::write(spill.join(&name), frame.encode()).unwrap();
+    let extra = format!("spill_dir = \"{}\"", spill.display());
+    let a = sim_point(&point_toml(dir.path(), "a", c.addr, &t, &extra), &["--pace-ms", "20"]);
+    let b = sim_point(&point_toml(dir.path(), "b", c.addr, &t, ""), &["--pace-ms", "20"]);
+    let (oa, _) = (finish(a, "point a"), finish(b, "point b"));
+    let counters: Value = serde_json::from_slice(&oa.stdout).unwrap();
+    assert_eq!(counters["queued"], 0, "{counters}");
+    assert_eq!(counters["loaded_from_spill"], 0, "{counters}");
+    let log = String::from_utf8_lossy(&oa.stderr);
+    assert!(log.contains("spill file set aside") && log.contains("foreign_point"), "{log}");
+    assert!(spill.join("set-aside").join(format!("{name}.foreign_point")).exists());
+    assert_same(&written(&dir.path().join("records.jsonl")), &expected(&harvests(&t), &synopses()));
+    assert_eq!(c.metric("wirelat_peer_rejected_total{reason=\"protocol\"}"), 0.0);
+    c.stop();
+}
+
+/// `n` unauthenticated clients that each send one byte every `every` and reconnect at once
+/// when cut, until `stop`: the slow-drip attack on the handshake slots.
+fn drip_clients(
+    addr: SocketAddr,
+    n: usize,
+    every: Duration,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut conns: Vec<Option<(TcpStream, Instant)>> = (0..n).map(|_| None).collect();
+        let mut connects = 0u64;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            for c in conns.iter_mut() {
+                let alive = match c {
+                    Some((s, last)) if last.elapsed() >= every => {
+                        let ok = s.write_all(&[0x57]).is_ok();
+                        *last = Instant::now();
+                        ok
+                    }
+                    Some((s, _)) => {
+                        // Cut by the collector? (a read of 0 bytes, without blocking)
+                        let mut b = [0u8; 64];
+                        let _ = s.set_nonblocking(true);
+                        !matches!(s.read(&mut b), Ok(0))
+                    }
+                    None => false,
+                };
+                if !alive && let Ok(s) = TcpStream::connect(addr) {
+                    connects += 1;
+                    *c = Some((s, Instant::now()));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        connects
+    })
+}
+
+/// 70 clients dripping a byte every 3 s into their handshakes (more than the 64 connection
+/// slots) while two points deliver every epoch: handshakes have their own budget, a per-address
+/// budget and a total deadline, so the points get in and lose nothing.
+#[test]
+fn seventy_slow_handshakes_do_not_keep_two_points_out() {
+    let dir = scratch();
+    let t = traffic(8);
+    let mut c = Collector::start(&collector_toml(dir.path(), "127.0.0.1:0", "handshake_timeout_ms = 3000"));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let drip = drip_clients(c.addr, 70, Duration::from_secs(3), stop.clone());
+    std::thread::sleep(Duration::from_millis(1500));
+    let started = Instant::now();
+    let a = sim_point(&point_toml(dir.path(), "a", c.addr, &t, ""), &["--pace-ms", "20"]);
+    let b = sim_point(&point_toml(dir.path(), "b", c.addr, &t, ""), &["--pace-ms", "20"]);
+    let (oa, ob) = (finish(a, "point a"), finish(b, "point b"));
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let connects = drip.join().unwrap();
+    for o in [&oa, &ob] {
+        let counters: Value = serde_json::from_slice(&o.stdout).expect("counters");
+        assert_eq!(counters["queued"], 0, "{counters}");
+        assert!(counters["given_up"].as_array().unwrap().iter().all(|g| g[1] == 0), "{counters}");
+    }
+    assert_same(&written(&dir.path().join("records.jsonl")), &expected(&harvests(&t), &synopses()));
+    assert!(connects >= 70, "the attack ran: {connects} connections");
+    let evicted = c.metric("wirelat_peer_rejected_total{reason=\"handshake_evicted_addr\"}")
+        + c.metric("wirelat_peer_rejected_total{reason=\"handshake_evicted\"}");
+    assert!(evicted > 0.0, "the budget evicted slow handshakes");
+    assert!(took < Duration::from_secs(30), "the points took {took:?}");
+    c.stop();
+}
+
+/// A collector that gives groups up (here: more groups waiting for point b than
+/// `max_pending_groups`) says so when it stops: exit code 1 and one sentence counting them by
+/// reason (it exited 0 before, the records silently missing).
+#[test]
+fn a_collector_that_gave_groups_up_exits_non_zero_with_a_summary() {
+    let dir = scratch();
+    let t = traffic(6);
+    let mut c = Collector::start(&collector_toml(dir.path(), "127.0.0.1:0", "max_pending_groups = 1"));
+    // Only point a: its groups wait for b, and all but one overflow.
+    let mut a = sim_point(&point_toml(dir.path(), "a", c.addr, &t, ""), &["--pace-ms", "10"]);
+    wait_for(60, "a pending overflow", || {
+        c.metric("wirelat_peer_given_up_total{reason=\"pending_overflow\"}") > 0.0
+    });
+    let _ = a.kill();
+    let _ = a.wait();
+    let (status, log) = c.stop_with_status();
+    assert_eq!(status.code(), Some(1), "{log}");
+    let last = log.lines().last().unwrap_or_default();
+    assert!(last.contains("groups were given up without records (pending_overflow "), "{log}");
+}
+
 /// Connects as point 1 and completes the handshake; returns the raw stream too.
 fn bad_client(
     addr: SocketAddr,

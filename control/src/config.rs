@@ -689,7 +689,20 @@ impl Config {
         if let Some(s) = &self.synopses
             && let Err(e) = s.get_ref().validate()
         {
-            return fail(s.span(), format!("synopses.{e}"));
+            // Point at the failing synopsis's own table (and its key when written), not at the
+            // first `[synopses.*]` table.
+            let header = format!("[synopses.{}]", e.synopsis.name());
+            let field = e.field.split(['.', '[']).next().unwrap_or_default();
+            let span = match table_start(text, &header) {
+                Some(at) => key_span(text, at..at + header.len(), field),
+                None => s.span(),
+            };
+            return fail(span, format!("synopses.{e}"));
+        }
+        if let Some(ship) = &self.ship
+            && let Err((key, e)) = ship.get_ref().validate()
+        {
+            return fail(key_span(text, ship.span(), key), e);
         }
         if let Some(ship) = &self.ship
             && self.synopses_config().is_empty()
@@ -701,6 +714,40 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The byte offset of the line holding exactly the table header `header` (e.g. `[ship]`).
+fn table_start(text: &str, header: &str) -> Option<usize> {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with(header) {
+            return Some(offset + (line.len() - trimmed.len()));
+        }
+        offset += line.len();
+    }
+    None
+}
+
+/// The span of the line `key = ...` in the table whose header starts at `table` (so an error
+/// points at the key itself); `table` when the key is not written (a default was used).
+fn key_span(text: &str, table: Range<usize>, key: &str) -> Range<usize> {
+    let Some(body) = text.get(table.start..) else { return table };
+    let mut offset = table.start;
+    for (i, line) in body.split_inclusive('\n').enumerate() {
+        let trimmed = line.trim_start();
+        if i > 0 && trimmed.starts_with('[') {
+            break;
+        }
+        if let Some(rest) = trimmed.strip_prefix(key)
+            && rest.trim_start().starts_with('=')
+        {
+            let start = offset + (line.len() - trimmed.len());
+            return start..start + key.len();
+        }
+        offset += line.len();
+    }
+    table
 }
 
 /// Builds an [`ConfigError::Invalid`] for a byte span of `text`.
@@ -986,10 +1033,30 @@ device = "3b:00.1,rxq_cqe_comp_en=0"
             ("[packet]\npayload_prefix_bytes = 7\n", "packet", "multiple of 8"),
             ("[synopses.lda]\nbanks = [{ rows = 3, p = 1.0 }]\n", "synopses.lda", "lda."),
             ("[synopses.lda2]\n", "synopses", "unknown field"),
+            (
+                "[synopses.fridge]\n[synopses.lda]\nseed = 1\nbanks = [{ rows = 3, p = 1.0 }]\n",
+                "synopses.lda.banks",
+                "lda.",
+            ),
             ("[workers]\ncount = 0\n", "workers.count", "outside"),
             ("[ship]\npeer = \"p:7700\"\nkey_file = \"k\"\n", "ship", "needs at least one [synopses.*]"),
             ("[ship]\npeer = \"p:7700\"\n", "ship", "missing field `key_file`"),
             ("[ship]\npeer = \"p:7700\"\nkey_file = \"k\"\nqueue = 3\n", "ship.queue", "unknown field"),
+            (
+                "[synopses.lda]\nbanks = [{ rows = 64, p = 1.0 }]\n[ship]\npeer = \"p:7700\"\nkey_file = \"k\"\nqueue_bytes = 0\n",
+                "ship.queue_bytes",
+                "queue_bytes = 0 is outside",
+            ),
+            (
+                "[synopses.lda]\nbanks = [{ rows = 64, p = 1.0 }]\n[ship]\npeer = \"p:7700\"\nkey_file = \"k\"\nmax_body_bytes = 0\n",
+                "ship.max_body_bytes",
+                "max_body_bytes = 0 is outside",
+            ),
+            (
+                "[synopses.lda]\nbanks = [{ rows = 64, p = 1.0 }]\n[ship]\npeer = \"p:7700\"\nkey_file = \"k\"\nio_timeout_ms = 0\n",
+                "ship.io_timeout_ms",
+                "io_timeout_ms = 0 is outside",
+            ),
         ];
         for (prefix, key, message) in cases {
             let e = error_text(&format!("{prefix}{MINIMAL}"));

@@ -11,6 +11,7 @@
 //! (pairing, estimating, writing; `engine`), an RDA worker (reconciliations that wait for
 //! look-ups; [`rda`]) and the metrics responder. Nothing here sees a packet.
 
+pub mod admission;
 pub mod config;
 pub(crate) mod engine;
 pub mod estimate;
@@ -44,10 +45,10 @@ pub enum PeerError {
     #[error(transparent)]
     Config(#[from] PeerConfigError),
     /// The key file.
-    #[error(transparent)]
+    #[error("[collector] key_file: {0}")]
     Key(#[from] KeyError),
     /// A socket could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("[collector] cannot listen on {addr}: {source}")]
     Listen {
         /// The address.
         addr: String,
@@ -62,6 +63,9 @@ pub enum PeerError {
         /// Why.
         source: std::io::Error,
     },
+    /// The peer gave up groups while it ran (their records were never written): the summary.
+    #[error("{0}")]
+    Lost(String),
     /// A thread could not be started.
     #[error("cannot start a peer thread: {0}")]
     Thread(std::io::Error),
@@ -270,10 +274,10 @@ impl LocalPeerSink {
         let Some(q) = &self.local.queue else { return };
         // Every spilled epoch goes back through the collector's own checks in `feed`, which
         // refuse a mismatched one without holding anything else back.
-        let spilled = lock(q).load_spill(DEFAULT_MAX_BODY_BYTES, |_| true);
+        let spilled = lock(q).load_spill(self.point, DEFAULT_MAX_BODY_BYTES, |_| true);
         let n = spilled.loaded;
-        for p in spilled.corrupt {
-            tracing::warn!(file = %p.display(), "unreadable local spill file removed");
+        for (why, p) in spilled.set_aside {
+            tracing::warn!(file = %p.display(), reason = why.name(), "local spill file set aside, not fed");
         }
         if n == 0 {
             return;
@@ -353,6 +357,23 @@ pub fn run_until_signal(cfg: PeerConfig) -> Result<(), PeerError> {
         std::thread::sleep(Duration::from_millis(100));
     }
     tracing::info!("signal received: stopping");
+    let metrics = handle.metrics.clone();
     handle.shutdown();
-    Ok(())
+    // One rule for every process: what was given up is reported and the exit is non-zero.
+    let lost: Vec<(&str, u64)> = GROUP_GIVE_UPS
+        .into_iter()
+        .map(|r| (r, metrics.get(metrics::PEER_GIVEN_UP, &[("reason", r)]) as u64))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    if lost.is_empty() {
+        return Ok(());
+    }
+    let total: u64 = lost.iter().map(|(_, n)| n).sum();
+    let reasons: Vec<String> = lost.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    let summary = format!("{total} groups were given up without records ({})", reasons.join(", "));
+    tracing::error!(summary = %summary, "groups lost");
+    Err(PeerError::Lost(summary))
 }
+
+/// The reasons the engine gives a group up for (`wirelat_peer_given_up_total{reason}`).
+const GROUP_GIVE_UPS: [&str; 3] = ["pending_overflow", "write_failed", "archive_failed"];

@@ -352,6 +352,20 @@ impl Publisher {
     }
 }
 
+impl Publisher {
+    /// What the sinks gave up, by reason, summed over sinks (see [`EpochSink::losses`]).
+    pub fn losses(&self) -> Vec<(&'static str, u64)> {
+        let mut out: Vec<(&'static str, u64)> = Vec::new();
+        for (reason, n) in self.sinks.iter().flat_map(|s| s.losses()) {
+            match out.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, total)) => *total += n,
+                None => out.push((reason, n)),
+            }
+        }
+        out
+    }
+}
+
 /// Where the COLATE archive of (`point`, `segment`) lives in `dir`.
 pub fn colate_archive_path(dir: &Path, point: u32, segment: u32) -> PathBuf {
     dir.join(format!("colate-point{point}-segment{segment}.archive"))

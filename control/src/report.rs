@@ -1,6 +1,8 @@
 //! The peer's outputs: JSON-lines records with crash-safe, idempotent emission ([`records`]),
-//! and the counters and latest estimates behind a Prometheus text endpoint ([`metrics`]).
+//! and the counters and latest estimates behind a Prometheus text endpoint ([`metrics`]), served
+//! by a small reusable HTTP endpoint ([`http`]).
 //! Nothing here estimates; it only writes what the engine hands over.
 
+pub mod http;
 pub mod metrics;
 pub mod records;

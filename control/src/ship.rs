@@ -30,7 +30,7 @@ use crate::conn::{self, ConnError, FrameReader, FrameWriter};
 use crate::sink::{EpochMessage, EpochSink};
 use crate::synopses::SynopsesConfig;
 use crate::wire::{DEFAULT_MAX_BODY_BYTES, EpochFrame, GiveUp, Hello, Message, MessageKey};
-use queue::{FrameSource, GiveUpCounters, Offer, Queue, QueueLimits};
+use queue::{FrameSource, GiveUpCounters, Offer, Queue, QueueLimits, SetAside};
 use retain::RetainedCaches;
 use serde::{Deserialize, Serialize};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -128,7 +128,50 @@ fn default_max_body() -> u32 {
     DEFAULT_MAX_BODY_BYTES
 }
 
+/// Smallest `queue_bytes` and `spill_bytes`: room for at least a few encoded synopses. Below it
+/// a point would give up (or, offline, wait on) every epoch.
+pub const MIN_QUEUE_BYTES: u64 = 1 << 20;
+/// Smallest `max_body_bytes`: the peer's look-up and bind requests must fit.
+pub const MIN_BODY_BYTES: u32 = 64 << 10;
+/// Longest timeout or delay any `[ship]` `*_ms` key may hold (one day): a larger value is a
+/// typo, and `Duration` arithmetic on it could overflow.
+pub const MAX_MS: u64 = 86_400_000;
+/// Most entries `queue_messages` may hold in memory.
+pub const MAX_QUEUE_MESSAGES: usize = 1 << 20;
+
 impl ShipConfig {
+    /// Checks every numeric setting against its documented range (README, `[ship]` keys);
+    /// the error names the key (so the config loader can point at its line) and says, in one
+    /// sentence, its value and the range.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let range = |key: &'static str, v: u64, lo: u64, hi: u64| {
+            if v < lo || v > hi {
+                Err((key, format!("[ship] {key} = {v} is outside {lo}..={hi}")))
+            } else {
+                Ok(())
+            }
+        };
+        range("queue_messages", self.queue_messages as u64, 1, MAX_QUEUE_MESSAGES as u64)?;
+        range("queue_bytes", self.queue_bytes, MIN_QUEUE_BYTES, 1 << 40)?;
+        range("spill_bytes", self.spill_bytes, MIN_QUEUE_BYTES, 1 << 50)?;
+        range(
+            "max_body_bytes",
+            u64::from(self.max_body_bytes),
+            u64::from(MIN_BODY_BYTES),
+            u64::from(u32::MAX),
+        )?;
+        range("max_age_ms", self.max_age_ms, 0, MAX_MS)?;
+        range("backoff_initial_ms", self.backoff_initial_ms, 1, MAX_MS)?;
+        range("backoff_max_ms", self.backoff_max_ms, self.backoff_initial_ms, MAX_MS)?;
+        range("io_timeout_ms", self.io_timeout_ms, 1, MAX_MS)?;
+        range("rda_retention_ms", self.rda_retention_ms, 1, MAX_MS)?;
+        range("close_timeout_ms", self.close_timeout_ms, 1, MAX_MS)?;
+        if self.spill_all && self.spill_dir.is_none() {
+            return Err(("spill_all", "[ship] spill_all = true needs spill_dir".into()));
+        }
+        Ok(())
+    }
+
     /// A configuration with every default for `peer` and `key_file`.
     pub fn new(peer: impl Into<String>, key_file: impl Into<PathBuf>) -> Self {
         Self {
@@ -156,10 +199,10 @@ impl ShipConfig {
 #[derive(Debug, Error)]
 pub enum ShipError {
     /// The key file.
-    #[error(transparent)]
+    #[error("[ship] key_file: {0}")]
     Key(#[from] crate::auth::KeyError),
-    /// A bad setting.
-    #[error("[ship] {0}")]
+    /// A bad setting (the message names the key).
+    #[error("{0}")]
     Config(String),
     /// The spill directory.
     #[error("[ship] spill_dir {}: {source}", path.display())]
@@ -195,6 +238,9 @@ pub struct ShipCounters {
     pub spilled: u64,
     /// Entries loaded from the spill directory at start-up.
     pub loaded_from_spill: u64,
+    /// With `spill_all`: epoch synopses kept in memory only because the spill directory could
+    /// not take them (disk full, `spill_bytes` reached): crash safety was lost for them.
+    pub not_crash_safe: u64,
     /// Successful handshakes.
     pub connections: u64,
     /// Failed connection attempts (refused, timed out, handshake failed, rejected).
@@ -243,6 +289,8 @@ struct Shared {
     given_up: GiveUpCounters,
     counters: Counters,
     retained: Mutex<RetainedCaches>,
+    /// The spill directory's lock, held as long as the sink lives.
+    _spill_lock: Option<std::fs::File>,
     /// The writer of the live connection, so `close` can cut it.
     live: Mutex<Option<Arc<Mutex<FrameWriter>>>>,
 }
@@ -264,6 +312,12 @@ pub struct NetworkSink {
     shared: Arc<Shared>,
     shipper: Option<JoinHandle<()>>,
     closed: bool,
+    /// Wait for room instead of giving up when the queue is full ([`Self::with_backpressure`]).
+    backpressure: bool,
+    /// With backpressure: the acknowledgement count at which a wait for room last ran out of
+    /// patience. Until the peer acknowledges something more, a full queue gives up at once
+    /// rather than stalling every epoch for another `close_timeout_ms`.
+    stalled_at: Option<u64>,
 }
 
 impl NetworkSink {
@@ -277,8 +331,15 @@ impl NetworkSink {
         let s = &self.shared;
         lock(&s.queue).advance_watermark(u64::MAX);
         s.wake.notify_all();
-        let deadline = Instant::now() + wait;
+        let mut deadline = Instant::now() + wait;
+        let mut acked = s.counters.acked.load(Ordering::Relaxed);
         loop {
+            // With backpressure `wait` is how long to go without an acknowledgement.
+            let now_acked = s.counters.acked.load(Ordering::Relaxed);
+            if self.backpressure && now_acked != acked {
+                acked = now_acked;
+                deadline = Instant::now() + wait;
+            }
             let connected = lock(&s.live).is_some();
             let q = lock(&s.queue);
             // Done when everything was acknowledged and the final watermark announced (or
@@ -318,6 +379,7 @@ impl NetworkSink {
             sent = c.sent,
             resent = c.resent,
             given_up = s.given_up.total(),
+            not_crash_safe = c.not_crash_safe,
             connections = c.connections,
             "network sink closed"
         );
@@ -336,19 +398,12 @@ impl NetworkSink {
         packet: &PacketConfig,
         cfg: ShipConfig,
     ) -> Result<Self, ShipError> {
-        if cfg.queue_messages == 0 {
-            return Err(ShipError::Config("queue_messages must be at least 1".into()));
-        }
-        if cfg.backoff_initial_ms == 0 || cfg.backoff_max_ms < cfg.backoff_initial_ms {
-            return Err(ShipError::Config("need 0 < backoff_initial_ms <= backoff_max_ms".into()));
-        }
-        if cfg.spill_all && cfg.spill_dir.is_none() {
-            return Err(ShipError::Config("spill_all needs spill_dir".into()));
-        }
+        cfg.validate().map_err(|(_, e)| ShipError::Config(e))?;
         let psk = PreSharedKey::load(&cfg.key_file)?;
-        if let Some(dir) = &cfg.spill_dir {
-            std::fs::create_dir_all(dir).map_err(|source| ShipError::Spill { path: dir.clone(), source })?;
-        }
+        let spill_lock = match &cfg.spill_dir {
+            Some(dir) => Some(lock_spill_dir(dir)?),
+            None => None,
+        };
         let mut queue = Queue::new(QueueLimits {
             memory_messages: cfg.queue_messages,
             memory_bytes: cfg.queue_bytes,
@@ -358,15 +413,29 @@ impl NetworkSink {
         });
         let given_up = GiveUpCounters::default();
         let fingerprints = synopses.fingerprints(packet);
-        let spilled =
-            queue.load_spill(cfg.max_body_bytes, |e| fingerprints.contains(&(e.key.kind, e.fingerprint)));
-        for path in &spilled.corrupt {
-            given_up.add(GiveUp::SpillCorrupt);
-            tracing::warn!(file = %path.display(), reason = GiveUp::SpillCorrupt.name(), "epoch synopsis given up: unreadable spill file removed");
-        }
-        for path in &spilled.refused {
-            given_up.add(GiveUp::ConfigChanged);
-            tracing::warn!(file = %path.display(), reason = GiveUp::ConfigChanged.name(), "epoch synopsis given up: spilled under another configuration (synopsis tables or packet identity settings), which the peer would refuse");
+        let spilled = queue
+            .load_spill(point, cfg.max_body_bytes, |e| fingerprints.contains(&(e.key.kind, e.fingerprint)));
+        for (why, path) in &spilled.set_aside {
+            // Another point's file is not this point's loss; a corrupt or stale one of ours is.
+            let lost = match why {
+                SetAside::Corrupt => Some(GiveUp::SpillCorrupt),
+                SetAside::ConfigChanged => Some(GiveUp::ConfigChanged),
+                SetAside::ForeignPoint => None,
+            };
+            if let Some(g) = lost {
+                given_up.add(g);
+            }
+            tracing::warn!(
+                file = %path.display(),
+                reason = why.name(),
+                point,
+                "spill file set aside, not sent: {}",
+                match why {
+                    SetAside::Corrupt => "unreadable or corrupt",
+                    SetAside::ConfigChanged => "written under another configuration (synopsis tables or packet identity settings), which the peer would refuse",
+                    SetAside::ForeignPoint => "it holds another point's epoch synopsis (a shared spill_dir, or a changed [point] id)",
+                }
+            );
         }
         let loaded = spilled.loaded;
         if loaded > 0 {
@@ -390,6 +459,7 @@ impl NetworkSink {
             counters: Counters::default(),
             retained: Mutex::new(retained),
             live: Mutex::new(None),
+            _spill_lock: spill_lock,
             cfg,
         });
         shared.counters.loaded.store(loaded as u64, Ordering::Relaxed);
@@ -398,7 +468,55 @@ impl NetworkSink {
             .name("wirelat-ship".into())
             .spawn(move || shipper_main(&s))
             .map_err(ShipError::Thread)?;
-        Ok(Self { shared, shipper: Some(shipper), closed: false })
+        Ok(Self { shared, shipper: Some(shipper), closed: false, backpressure: false, stalled_at: None })
+    }
+
+    /// Backpressure, for a producer that can wait (`wirelat offline`, whose input is a file):
+    /// when the queue is full, [`EpochSink::deliver`] waits until the peer acknowledges enough
+    /// to make room, and `close` keeps waiting as long as acknowledgements keep coming. Either
+    /// gives up (counted) only after `close_timeout_ms` without a single acknowledgement. The
+    /// appliance must not use it: its control thread would hold the workers' buffers.
+    pub fn with_backpressure(mut self) -> Self {
+        self.backpressure = true;
+        self
+    }
+
+    /// With backpressure: waits until an entry of `bytes` fits in the queue, the sink stops,
+    /// or the peer has acknowledged nothing for `close_timeout_ms`.
+    fn wait_for_room(&mut self, bytes: u64) {
+        let s = &self.shared;
+        let patience = Duration::from_millis(s.cfg.close_timeout_ms);
+        let acked = || s.counters.acked.load(Ordering::Relaxed);
+        let (mut seen, mut since) = (acked(), Instant::now());
+        let mut q = lock(&s.queue);
+        let mut waited = false;
+        while !q.has_room(bytes) && !s.stop.load(Ordering::SeqCst) {
+            let now = acked();
+            if self.stalled_at == Some(now) {
+                return;
+            }
+            if now != seen {
+                (seen, since) = (now, Instant::now());
+            }
+            if since.elapsed() >= patience {
+                self.stalled_at = Some(now);
+                tracing::warn!(
+                    peer = %s.cfg.peer,
+                    waited_ms = patience.as_millis() as u64,
+                    "the queue to the peer is full and the peer acknowledged nothing for close_timeout_ms; giving up epochs until it does"
+                );
+                return;
+            }
+            if !waited {
+                waited = true;
+                tracing::debug!("queue to the peer full: waiting for acknowledgements");
+            }
+            q = s
+                .wake
+                .wait_timeout(q, Duration::from_millis(50))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
     }
 
     /// A snapshot of the counters.
@@ -416,9 +534,9 @@ impl NetworkSink {
 
 fn snapshot(s: &Shared) -> ShipCounters {
     let c = &s.counters;
-    let (queued, spilled) = {
+    let (queued, spilled, not_crash_safe) = {
         let q = lock(&s.queue);
-        (q.len() as u64, q.spilled() as u64)
+        (q.len() as u64, q.spilled() as u64, q.not_crash_safe())
     };
     let r = lock(&s.retained);
     let rc = &r.counters;
@@ -433,6 +551,7 @@ fn snapshot(s: &Shared) -> ShipCounters {
         queued,
         spilled,
         loaded_from_spill: get(&c.loaded),
+        not_crash_safe,
         connections: get(&c.connections),
         connect_failures: get(&c.connect_failures),
         rejected_by_peer: get(&c.rejected),
@@ -459,6 +578,10 @@ impl EpochSink for NetworkSink {
             synopsis: msg.body.clone(),
         })
         .encode();
+        if self.backpressure {
+            self.wait_for_room(frame.len() as u64);
+        }
+        let s = &self.shared;
         let offer = {
             let mut q = lock(&s.queue);
             // The harvest emits epochs in order: everything below this one is delivered.
@@ -487,12 +610,44 @@ impl EpochSink for NetworkSink {
         let wait = Duration::from_millis(self.shared.cfg.close_timeout_ms);
         self.shut(wait);
     }
+
+    fn losses(&self) -> Vec<(&'static str, u64)> {
+        self.shared
+            .given_up
+            .snapshot()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(g, n)| (g.name(), n))
+            .collect()
+    }
 }
 
 impl Drop for NetworkSink {
     fn drop(&mut self) {
         // Without an explicit close, stop at once (no waiting for acknowledgements).
         self.shut(Duration::ZERO);
+    }
+}
+
+/// Creates the spill directory and locks it for this process (`<dir>/.lock`, an advisory
+/// lock the OS releases when the process ends, even by a crash): two running points sharing a
+/// directory would load, send and delete each other's epochs.
+fn lock_spill_dir(dir: &std::path::Path) -> Result<std::fs::File, ShipError> {
+    let io = |source| ShipError::Spill { path: dir.to_owned(), source };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(".lock"))
+        .map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(ShipError::Config(format!(
+            "[ship] spill_dir {} is in use by another running point; give each point its own",
+            dir.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
     }
 }
 
@@ -783,8 +938,20 @@ mod tests {
         assert!(c.given_up.contains(&("config_changed", 1)), "{c:?}");
         assert!(c.given_up.contains(&("spill_corrupt", 0)), "{c:?}");
         assert_eq!(c.queued, 2, "{c:?}");
+        // A second sink (another point, or the same one started twice) cannot share the
+        // directory while this one runs.
+        let mut again = ShipConfig::new("127.0.0.1:1", &key_file);
+        again.spill_dir = Some(spill.clone());
+        let e = NetworkSink::new(2, &synopses, &packet, again).err().expect("the directory is locked");
+        assert!(e.to_string().contains("in use by another running point"), "{e}");
         sink.close();
-        // The refused file is gone; the two kept ones stay for the next run (nothing acked).
-        assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 2);
+        // The refused file is set aside; the two kept ones stay for the next run (nothing acked).
+        let wlq = std::fs::read_dir(&spill)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "wlq"))
+            .count();
+        assert_eq!(wlq, 2);
+        assert!(spill.join("set-aside/p1-s3-e2-k2.wlq.config_changed").exists());
     }
 }

@@ -396,7 +396,10 @@ pub fn run(config: &Path, opts: RunOptions) -> Result<(), String> {
     sink.close();
     let c = sink.counters();
     println!("{}", serde_json::to_string(&c).unwrap_or_default());
-    Ok(())
+    match crate::sink::loss_summary(&sink.losses()) {
+        Some(lost) => Err(lost),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

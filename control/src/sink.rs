@@ -56,4 +56,22 @@ pub trait EpochSink: Send {
     /// Called once every worker has finished and the last epoch was delivered: flush, and for a
     /// network sink, wait (bounded) until the peer has acknowledged what can be acknowledged.
     fn close(&mut self) {}
+
+    /// Epoch synopses this sink gave up (they will never reach their destination), by reason;
+    /// only reasons with a count above 0. A run that lost any must end with a non-zero exit
+    /// and this summary ([`loss_summary`]).
+    fn losses(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+}
+
+/// One sentence for losses as [`EpochSink::losses`] returns them, `None` when nothing was lost:
+/// "N epoch synopses were not delivered (reason n, ...)".
+pub fn loss_summary(losses: &[(&'static str, u64)]) -> Option<String> {
+    let total: u64 = losses.iter().map(|(_, n)| n).sum();
+    (total > 0).then(|| {
+        let reasons: Vec<String> =
+            losses.iter().filter(|(_, n)| *n > 0).map(|(r, n)| format!("{r} {n}")).collect();
+        format!("{total} epoch synopses were not delivered to the peer ({})", reasons.join(", "))
+    })
 }

@@ -192,13 +192,21 @@ impl Collector {
     }
 
     /// SIGTERM, then its log once it exited cleanly.
-    pub fn stop(mut self) -> String {
+    pub fn stop(self) -> String {
+        let (status, log) = self.stop_with_status();
+        assert!(status.success(), "collector exit {status}:\n{log}");
+        log
+    }
+
+    /// SIGTERM, then its exit status and log.
+    pub fn stop_with_status(mut self) -> (std::process::ExitStatus, String) {
         let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
         let started = Instant::now();
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                assert!(status.success(), "collector exit {status}:\n{}", self.log());
-                return self.log();
+                // Let the background reader take the last lines (the exit summary).
+                std::thread::sleep(Duration::from_millis(200));
+                return (status, self.log());
             }
             if started.elapsed() > RUN_TIMEOUT {
                 let _ = self.child.kill();

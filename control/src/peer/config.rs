@@ -69,6 +69,12 @@ pub enum PeerConfigError {
     },
 }
 
+/// Most epochs one group may span (`[colate] windows`, `[report] fridge_epochs`): the engine
+/// visits each epoch of a group, and holds its synopses until the group resolves.
+pub const MAX_GROUP_EPOCHS: u64 = 10_000;
+/// Most groups `max_pending_groups` may allow.
+pub const MAX_PENDING_GROUPS: u64 = 10_000_000;
+
 /// The whole collector configuration.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -304,20 +310,29 @@ impl PeerConfig {
         if two_point && self.segments.is_empty() {
             return bad("segment", "two-point synopses are enabled but no [[segment]] is configured".into());
         }
-        if self.report.fridge_epochs == 0 {
-            return bad("report.fridge_epochs", "must be at least 1".into());
-        }
-        if self.colate.windows == 0 {
-            return bad("colate.windows", "must be at least 1".into());
+        // Every number has a range: a huge one is a typo that would spin the engine (a COLATE
+        // group of u64::MAX windows is iterated window by window) or allocate without bound.
+        let c = &self.collector;
+        let body = (u64::from(crate::ship::MIN_BODY_BYTES), u64::from(u32::MAX));
+        let ms = crate::ship::MAX_MS;
+        let ranges: [(&str, u64, (u64, u64)); 9] = [
+            ("collector.max_body_bytes", u64::from(c.max_body_bytes), body),
+            ("collector.handshake_timeout_ms", c.handshake_timeout_ms, (1, 600_000)),
+            ("collector.lookup_timeout_ms", c.lookup_timeout_ms, (1, ms)),
+            ("collector.max_pending_groups", c.max_pending_groups as u64, (1, MAX_PENDING_GROUPS)),
+            ("collector.epoch_len_ns", c.epoch_len_ns.unwrap_or(1), (1, ms * 1_000_000)),
+            ("report.top_flows", self.report.top_flows as u64, (0, 1_000_000)),
+            ("report.fridge_epochs", self.report.fridge_epochs, (1, MAX_GROUP_EPOCHS)),
+            ("report.dedupe_epochs", self.report.dedupe_epochs, (1, 100_000_000)),
+            ("colate.windows", self.colate.windows, (1, MAX_GROUP_EPOCHS)),
+        ];
+        for (key, v, (lo, hi)) in ranges {
+            if v < lo || v > hi {
+                return bad(key, format!("{v} is outside {lo}..={hi}"));
+            }
         }
         if !(self.colate.level > 0.0 && self.colate.level < 1.0) {
             return bad("colate.level", "must be in (0, 1)".into());
-        }
-        if self.collector.epoch_len_ns == Some(0) {
-            return bad("collector.epoch_len_ns", "must be positive".into());
-        }
-        if self.collector.max_pending_groups == 0 {
-            return bad("collector.max_pending_groups", "must be at least 1".into());
         }
         Ok(())
     }
@@ -437,6 +452,35 @@ seed = 7
         assert!(e.to_string().contains("packet.payload_prefix_bytes"), "{e}");
         let e = parse(&format!("{BASE}[packet]\nidentity_sed = 7\n")).unwrap_err();
         assert!(matches!(e, PeerConfigError::Parse { .. }), "{e}");
+    }
+
+    #[test]
+    fn every_number_is_bounded() {
+        let cases = [
+            ("[colate]\nwindows = 18446744073709551615\n", "colate.windows"),
+            ("[report]\nfridge_epochs = 18446744073709551615\n", "report.fridge_epochs"),
+            ("[report]\ndedupe_epochs = 0\n", "report.dedupe_epochs"),
+            ("[report]\ntop_flows = 18446744073709551615\n", "report.top_flows"),
+        ];
+        for (table, key) in cases {
+            let e = parse(&format!("{BASE}{table}")).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains("is outside"), "{table}: {e}");
+        }
+        let collector = [
+            ("max_body_bytes = 0", "collector.max_body_bytes"),
+            ("handshake_timeout_ms = 0", "collector.handshake_timeout_ms"),
+            ("lookup_timeout_ms = 18446744073709551615", "collector.lookup_timeout_ms"),
+            ("max_pending_groups = 0", "collector.max_pending_groups"),
+            ("epoch_len_ns = 0", "collector.epoch_len_ns"),
+        ];
+        for (line, key) in collector {
+            let e =
+                parse(&BASE.replace("records = \"out.jsonl\"", &format!("records = \"out.jsonl\"\n{line}")))
+                    .unwrap_err()
+                    .to_string();
+            assert!(e.contains(key) && e.contains("is outside"), "{line}: {e}");
+        }
+        parse(&format!("{BASE}[colate]\nwindows = 10000\n")).expect("the largest windows accepted");
     }
 
     #[test]

@@ -588,7 +588,7 @@ impl Engine {
         if let Some(fail) = &r.failure {
             tracing::warn!(group = %g, "RDA timestamp look-ups failed: {fail}");
         }
-        let out = estimate::rda_group(
+        let mut out = estimate::rda_group(
             &f.seg,
             g.first,
             &r.report,
@@ -596,6 +596,10 @@ impl Engine {
             r.process,
             r.failure.as_deref(),
         );
+        if !r.missing_caches.is_empty() {
+            tracing::warn!(group = %g, points = ?r.missing_caches, "RDA record incomplete: a point's timestamp cache was missing");
+            mark_missing_caches(&mut out, &r.missing_caches);
+        }
         self.finish(g, f.emit, out, &f.keys);
     }
 
@@ -815,5 +819,53 @@ pub(crate) fn rda_worker(jobs: Receiver<(GroupKey, RdaJob)>, svc: Arc<Points>, e
         if events.send(Event::RdaDone { group, result: Box::new(result) }).is_err() {
             break;
         }
+    }
+}
+
+/// An RDA record reconciled without some points' timestamp caches: says which (`"missing"`),
+/// and withholds the loss, which was not measured (the ids of a point without a cache count as
+/// unseen, so "lost" would be a guess, often 0), so that no reader takes it for a measurement.
+fn mark_missing_caches(out: &mut Outcome, points: &[u32]) {
+    let missing: Vec<String> = points.iter().map(|p| format!("timestamp_cache:point {p}")).collect();
+    for line in &mut out.lines {
+        if let Some(obj) = line.as_object_mut() {
+            obj.insert("complete".into(), Value::Bool(false));
+            obj.insert("missing".into(), json!(missing));
+            if let Some(loss) = obj.get_mut("loss").and_then(|l| l.as_object_mut()) {
+                loss.insert("lost".into(), Value::Null);
+                loss.insert("rate".into(), Value::Null);
+            }
+        }
+    }
+    if let Some(l) = &mut out.latest {
+        l.loss_rate = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelat_dataplane::synopsis::estimate::NoEstimate;
+    use wirelat_dataplane::synopsis::rda::RdaReport;
+
+    #[test]
+    fn an_rda_record_without_a_points_cache_is_incomplete_and_reports_no_loss() {
+        let seg = SegmentInfo {
+            id: 10,
+            upstream: 1,
+            downstream: 2,
+            direction: wirelat_trace::topology::Direction::Forward,
+        };
+        let report = RdaReport::unavailable(NoEstimate::NoPackets);
+        let sides = Sides { complete: true, absent: &[] };
+        let mut out = estimate::rda_group(&seg, 7, &report, sides, Value::Null, None);
+        assert_eq!(out.lines[0]["complete"], true);
+        assert_eq!(out.lines[0]["loss"]["lost"], 0, "what an unmeasured loss looked like");
+        mark_missing_caches(&mut out, &[1]);
+        let line = &out.lines[0];
+        assert_eq!(line["complete"], false, "{line}");
+        assert_eq!(line["missing"], json!(["timestamp_cache:point 1"]), "{line}");
+        assert!(line["loss"]["lost"].is_null() && line["loss"]["rate"].is_null(), "{line}");
+        assert!(out.latest.as_ref().is_none_or(|l| l.loss_rate.is_none()));
     }
 }

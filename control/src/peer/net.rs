@@ -9,6 +9,7 @@
 //! `oversized_length`, …), tag (`bad_mac`), checksum (`bad_checksum`), body
 //! (`malformed_body`), and for epoch synopses the fingerprint, epoch length and segment.
 
+use super::admission::{Cut, Handshakes};
 use super::config::PeerConfig;
 use super::engine::Event;
 use super::estimate::{self, Decoded};
@@ -29,7 +30,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use wirelat_dataplane::synopsis::SynopsisKind;
 
-/// Most connections handled at once (authenticated or not).
+/// Most authenticated connections at once (connections in their handshake have their own
+/// budget: [`super::admission`]).
 const MAX_CONNECTIONS: usize = 64;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -161,7 +163,10 @@ pub(crate) struct NetCtx {
     pub(crate) stop: Arc<AtomicBool>,
     /// E, once known (0 until the first epoch or the configured value).
     pub(crate) epoch_len_ns: AtomicU64,
+    /// Authenticated connections open.
     open: AtomicUsize,
+    /// Connections in their handshake.
+    handshakes: Mutex<Handshakes>,
 }
 
 impl NetCtx {
@@ -183,6 +188,7 @@ impl NetCtx {
             stop,
             epoch_len_ns: AtomicU64::new(e),
             open: AtomicUsize::new(0),
+            handshakes: Mutex::new(Handshakes::default()),
         }
     }
 
@@ -301,30 +307,18 @@ impl NetCtx {
     }
 }
 
-/// Accepts connections until `stop`.
+/// Accepts connections until `stop`; cuts handshakes past their deadline or over budget.
 pub(crate) fn listen(listener: TcpListener, ctx: Arc<NetCtx>) -> std::io::Result<JoinHandle<()>> {
     listener.set_nonblocking(true)?;
+    let deadline = Duration::from_millis(ctx.cfg.collector.handshake_timeout_ms.max(1));
     std::thread::Builder::new().name("wirelat-peer-listen".into()).spawn(move || {
         while !ctx.stop.load(Ordering::SeqCst) {
+            for addr in lock(&ctx.handshakes).reap(deadline) {
+                tracing::warn!(%addr, "cut a connection whose handshake took longer than handshake_timeout_ms");
+                ctx.reject(Cut::Deadline.name());
+            }
             match listener.accept() {
-                Ok((stream, addr)) => {
-                    if ctx.open.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
-                        tracing::warn!(%addr, "refusing a connection: too many open connections");
-                        ctx.reject("too_many_connections");
-                        continue;
-                    }
-                    ctx.open.fetch_add(1, Ordering::SeqCst);
-                    let c = ctx.clone();
-                    let spawned =
-                        std::thread::Builder::new().name("wirelat-peer-conn".into()).spawn(move || {
-                            serve(stream, addr, &c);
-                            c.open.fetch_sub(1, Ordering::SeqCst);
-                        });
-                    if let Err(e) = spawned {
-                        ctx.open.fetch_sub(1, Ordering::SeqCst);
-                        tracing::error!(error = %e, "cannot start a connection thread");
-                    }
-                }
+                Ok((stream, addr)) => admit(&ctx, stream, addr),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     std::thread::sleep(Duration::from_millis(20))
                 }
@@ -337,17 +331,33 @@ pub(crate) fn listen(listener: TcpListener, ctx: Arc<NetCtx>) -> std::io::Result
     })
 }
 
-fn serve(stream: TcpStream, addr: SocketAddr, ctx: &NetCtx) {
-    if stream.set_nonblocking(false).is_err() {
-        return;
+/// Gives a new connection a handshake slot (evicting an older handshake if the budget is full)
+/// and its thread.
+fn admit(ctx: &Arc<NetCtx>, stream: TcpStream, addr: SocketAddr) {
+    let Ok(clone) = stream.try_clone() else { return };
+    let (id, cut) = lock(&ctx.handshakes).admit(addr.ip(), clone);
+    for (evicted, why) in cut {
+        tracing::warn!(addr = %evicted, reason = why.name(), "cut a connection still in its handshake to admit a newer one");
+        ctx.reject(why.name());
     }
-    let timeout = Duration::from_millis(ctx.cfg.collector.handshake_timeout_ms.max(1));
-    let (hello, mut reader, writer) = match conn::server_handshake(
-        stream,
-        &ctx.psk,
-        ctx.cfg.collector.max_body_bytes,
-        timeout,
-    ) {
+    let c = ctx.clone();
+    let spawned = std::thread::Builder::new().name("wirelat-peer-conn".into()).spawn(move || {
+        serve(stream, addr, id, &c);
+    });
+    if let Err(e) = spawned {
+        lock(&ctx.handshakes).done(id);
+        tracing::error!(error = %e, "cannot start a connection thread");
+    }
+}
+
+/// One connection: the handshake (in slot `handshake`), then the point's frames.
+fn serve(stream: TcpStream, addr: SocketAddr, handshake: u64, ctx: &NetCtx) {
+    let shaken = stream.set_nonblocking(false).map_err(ConnError::from).and_then(|()| {
+        let timeout = Duration::from_millis(ctx.cfg.collector.handshake_timeout_ms.max(1));
+        conn::server_handshake(stream, &ctx.psk, ctx.cfg.collector.max_body_bytes, timeout)
+    });
+    lock(&ctx.handshakes).done(handshake);
+    let (hello, mut reader, writer) = match shaken {
         Ok(x) => x,
         Err(e) => {
             tracing::warn!(%addr, reason = e.reason(), error = %e, "rejected a connection during the handshake");
@@ -355,6 +365,23 @@ fn serve(stream: TcpStream, addr: SocketAddr, ctx: &NetCtx) {
             return;
         }
     };
+    if ctx.open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+        ctx.open.fetch_sub(1, Ordering::SeqCst);
+        tracing::warn!(%addr, "refusing a connection: too many open connections");
+        ctx.reject("too_many_connections");
+        return;
+    }
+    serve_point(hello, &mut reader, writer, addr, ctx);
+    ctx.open.fetch_sub(1, Ordering::SeqCst);
+}
+
+fn serve_point(
+    hello: Hello,
+    reader: &mut conn::FrameReader,
+    writer: FrameWriter,
+    addr: SocketAddr,
+    ctx: &NetCtx,
+) {
     let point = hello.point;
     let _ = writer.set_timeout(Some(Duration::from_secs(10)));
     let mut writer = writer;
@@ -374,7 +401,7 @@ fn serve(stream: TcpStream, addr: SocketAddr, ctx: &NetCtx) {
     ctx.metrics.inc(metrics::CONNECTIONS, &[("point", &point.to_string())], 1);
     tracing::info!(%addr, point, watermark = hello.watermark, "point connected");
     let _ = ctx.events.send(Event::Connected { point, conn, watermark: hello.watermark });
-    let end = read_loop(point, &mut reader, &link, ctx);
+    let end = read_loop(point, reader, &link, ctx);
     match &end {
         Ok(()) => tracing::info!(%addr, point, "point disconnected"),
         Err((reason, text)) => {

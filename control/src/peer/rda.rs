@@ -78,6 +78,10 @@ pub struct RdaResult {
     pub lookups_no_cache: u64,
     /// See `lookups_ok`.
     pub rounds: u64,
+    /// Points that sent a synopsis with packets yet answered a look-up without a timestamp
+    /// cache (lost in a crash, or expired): the reconciliation took their ids as unseen, so
+    /// the record is incomplete and its loss was not measured.
+    pub missing_caches: Vec<u32>,
 }
 
 /// What a point answered so far; records the ids asked for and not yet known.
@@ -115,6 +119,8 @@ impl Answers {
 struct Stats {
     ok: u64,
     no_cache: u64,
+    /// Points that answered without a cache (absent points included).
+    no_cache_points: Vec<u32>,
     rounds: u64,
     ids: u64,
 }
@@ -142,6 +148,9 @@ fn fetch(
             // none of these ids as far as it can tell.
             LookupStatus::NoCache => {
                 st.no_cache += 1;
+                if !st.no_cache_points.contains(&at.point) {
+                    st.no_cache_points.push(at.point);
+                }
                 into.known.extend(chunk.iter().map(|&id| (id, None)));
             }
             LookupStatus::Refused => return Err(format!("point {} refused the look-up", at.point)),
@@ -221,12 +230,12 @@ impl CacheService for SkipAbsent<'_> {
 
 /// Runs a job to the end (blocking on look-ups).
 pub fn run(job: &RdaJob, svc: &dyn CacheService) -> RdaResult {
-    let absent = [job.seg.upstream, job.seg.downstream]
+    let absent: Vec<u32> = [job.seg.upstream, job.seg.downstream]
         .into_iter()
         .zip(job.absent)
         .filter_map(|(p, a)| a.then_some(p))
         .collect();
-    let skip = SkipAbsent { inner: svc, absent };
+    let skip = SkipAbsent { inner: svc, absent: absent.clone() };
     let svc: &dyn CacheService = &skip;
     let cfg = job.sender.config().clone();
     let deadline = Instant::now() + job.timeout;
@@ -234,7 +243,7 @@ pub fn run(job: &RdaJob, svc: &dyn CacheService) -> RdaResult {
         CacheRef { point: job.seg.upstream, segment: job.seg.id, epoch: job.epoch },
         CacheRef { point: job.seg.downstream, segment: job.seg.id, epoch: job.epoch },
     );
-    let mut st = Stats { ok: 0, no_cache: 0, rounds: 0, ids: 0 };
+    let mut st = Stats { ok: 0, no_cache: 0, no_cache_points: Vec::new(), rounds: 0, ids: 0 };
     let finish = |mut report: RdaReport, process: Value, failure: Option<String>, st: &Stats| RdaResult {
         report: {
             report.choose_std_dev(cfg.std_dev);
@@ -245,6 +254,7 @@ pub fn run(job: &RdaJob, svc: &dyn CacheService) -> RdaResult {
         lookups_ok: st.ok,
         lookups_no_cache: st.no_cache,
         rounds: st.rounds,
+        missing_caches: st.no_cache_points.iter().copied().filter(|p| !absent.contains(p)).collect(),
     };
     if cfg.fingerprint() != job.receiver.config().fingerprint() {
         return finish(RdaReport::unavailable(NoEstimate::ConfigMismatch), Value::Null, None, &st);
@@ -426,6 +436,39 @@ mod tests {
         assert_eq!(r.failure, None);
         assert_eq!(r.report, local.report);
         assert_eq!(r.process["attempts"].as_array().unwrap().len(), local.attempts.len());
+    }
+
+    #[test]
+    fn a_present_point_without_its_cache_is_reported_missing_and_an_absent_one_is_not() {
+        let cfg = RdaConfig::online(2, 512, 1 << 14);
+        let (a, b) = points(&cfg, 2_000, 100, 0);
+        // Point 1 (the sender) sent its synopsis, then crashed and lost its retained caches.
+        let svc = Local {
+            caches: HashMap::from([(2, b.cache().clone())]),
+            cfg: cfg.clone(),
+            requests: Mutex::new(0),
+        };
+        let r = run(&job(&cfg, &a, &b), &svc);
+        assert_eq!(r.failure, None);
+        assert_eq!(r.missing_caches, vec![1]);
+        // Both caches there: nothing missing.
+        let svc = Local {
+            caches: HashMap::from([(1, a.cache().clone()), (2, b.cache().clone())]),
+            cfg: cfg.clone(),
+            requests: Mutex::new(0),
+        };
+        assert!(run(&job(&cfg, &a, &b), &svc).missing_caches.is_empty());
+        // A point with no packets has no cache by design: not missing.
+        let empty = empty_value(&cfg).unwrap();
+        let mut j = job(&cfg, &a, &empty);
+        j.receiver = empty;
+        j.absent = [false, true];
+        let svc = Local {
+            caches: HashMap::from([(1, a.cache().clone())]),
+            cfg: cfg.clone(),
+            requests: Mutex::new(0),
+        };
+        assert!(run(&j, &svc).missing_caches.is_empty());
     }
 
     #[test]

@@ -1,6 +1,5 @@
-//! The peer's counters and latest estimates, and a Prometheus text endpoint serving them (a
-//! small HTTP/1.1 responder on a std `TcpListener`: `GET /metrics`, one request per
-//! connection).
+//! The peer's counters and latest estimates, and a Prometheus text endpoint serving them
+//! (`GET /metrics` on [`super::http`]).
 //!
 //! Every series belongs to a family declared in [`FAMILIES`] (name, type, help), so the
 //! exposition is complete and stable: a family appears with its `# HELP`/`# TYPE` lines even
@@ -8,12 +7,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 /// A metric family.
 #[derive(Clone, Copy, Debug)]
@@ -208,65 +205,27 @@ impl Metrics {
     }
 }
 
-/// Serves `GET /metrics` on `listener` until `stop` is set.
+/// Serves `GET /metrics` (and a pointer at `/`) on `listener` until `stop` is set, on the
+/// shared HTTP endpoint ([`super::http`]: concurrent connections, request deadlines).
 pub fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<JoinHandle<()>> {
-    listener.set_nonblocking(true)?;
-    std::thread::Builder::new().name("wirelat-metrics".into()).spawn(move || {
-        while !stop.load(Ordering::SeqCst) {
-            match listener.accept() {
-                Ok((stream, _)) => respond(stream, &metrics),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "metrics endpoint: accept failed");
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-            }
-        }
-    })
-}
-
-fn respond(mut stream: std::net::TcpStream, metrics: &Metrics) {
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
-    let mut req = Vec::with_capacity(512);
-    let mut buf = [0u8; 512];
-    // Read the request head only (at most 8 KiB): nothing after it matters for a GET.
-    while req.len() < 8192 && !req.windows(4).any(|w| w == b"\r\n\r\n") {
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => req.extend_from_slice(buf.get(..n).unwrap_or_default()),
-        }
-    }
-    let head = String::from_utf8_lossy(&req);
-    let mut parts = head.split_whitespace();
-    let (status, ctype, body) = match (parts.next(), parts.next()) {
-        (Some("GET"), Some("/metrics")) => {
-            ("200 OK", "text/plain; version=0.0.4; charset=utf-8", metrics.render())
-        }
-        (Some("GET"), Some("/")) => {
-            ("200 OK", "text/plain; charset=utf-8", "wirelat peer: see /metrics\n".to_owned())
-        }
-        (Some("GET"), _) => ("404 Not Found", "text/plain; charset=utf-8", "not found\n".to_owned()),
-        _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET\n".to_owned()),
-    };
-    let resp = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = stream.write_all(resp.as_bytes());
+    let pages: super::http::Pages = Arc::new(move |path| match path {
+        "/metrics" => Some(("text/plain; version=0.0.4; charset=utf-8", metrics.render())),
+        "/" => Some(("text/plain; charset=utf-8", "wirelat peer: see /metrics\n".to_owned())),
+        _ => None,
+    });
+    super::http::serve(listener, pages, stop)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
     use std::net::TcpStream;
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn exposition_lists_every_family_and_escapes_labels() {
@@ -305,6 +264,21 @@ mod tests {
         assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
         assert!(r.contains("wirelat_peer_records_total 4\n"));
         assert!(get("/nope").starts_with("HTTP/1.1 404"));
+        // 50 silent connections and one trickling a byte at a time do not hold up a scrape
+        // (the endpoint served one connection at a time: each silent one cost its 2-s timeout).
+        let silent: Vec<TcpStream> = (0..50).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let mut slow = TcpStream::connect(addr).unwrap();
+        slow.write_all(b"GET /me").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let t = std::time::Instant::now();
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut r = String::new();
+        let read = s.read_to_string(&mut r);
+        assert!(read.is_ok() && r.contains("wirelat_peer_records_total 4\n"), "{read:?} {r}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(1), "the scrape took {:?}", t.elapsed());
+        drop((silent, slow));
         stop.store(true, Ordering::SeqCst);
         h.join().unwrap();
     }

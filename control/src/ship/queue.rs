@@ -106,6 +106,9 @@ pub struct Queue {
     spill_bytes: u64,
     watermark: u64,
     announced: Option<u64>,
+    /// With `spill_all`: entries kept in memory only because writing them to disk failed
+    /// (disk full, spill_bytes reached): a crash of the point would lose them.
+    not_crash_safe: u64,
 }
 
 impl Queue {
@@ -122,6 +125,7 @@ impl Queue {
             spill_bytes: 0,
             watermark: 0,
             announced: None,
+            not_crash_safe: 0,
         }
     }
 
@@ -133,6 +137,12 @@ impl Queue {
     /// True when every entry was acknowledged.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// With `spill_all`: entries queued in memory only because writing them to the spill
+    /// directory failed (so a crash of the point would have lost them), since start.
+    pub fn not_crash_safe(&self) -> u64 {
+        self.not_crash_safe
     }
 
     /// Entries held only on disk.
@@ -160,6 +170,14 @@ impl Queue {
     fn memory_has_room(&self, bytes: u64) -> bool {
         self.memory_messages < self.limits.memory_messages
             && self.memory_bytes.saturating_add(bytes) <= self.limits.memory_bytes
+    }
+
+    /// True when an entry of `bytes` would be queued now (in memory or in the spill
+    /// directory) rather than given up as `queue_full`.
+    pub fn has_room(&self, bytes: u64) -> bool {
+        self.memory_has_room(bytes)
+            || (self.limits.spill_dir.is_some()
+                && self.spill_bytes.saturating_add(bytes) <= self.limits.spill_bytes)
     }
 
     fn spill_path(dir: &Path, key: &MessageKey) -> PathBuf {
@@ -199,8 +217,12 @@ impl Queue {
             match self.write_spill(&key, &frame) {
                 Ok(p) => p,
                 Err(g) if !in_memory => return Offer::GivenUp(g),
-                // Spilling everything failed, but memory has room: keep it there.
-                Err(_) => None,
+                // Spilling everything failed, but memory has room: keep it there, and count that
+                // this one would not survive a crash.
+                Err(_) => {
+                    self.not_crash_safe += 1;
+                    None
+                }
             }
         } else {
             None
@@ -340,13 +362,15 @@ impl Queue {
         lost
     }
 
-    /// Loads the spill directory (at start-up), in epoch order, keeping the epoch synopses
-    /// `keep` accepts. Unreadable or corrupt files and the ones `keep` refuses are removed and
-    /// reported.
-    pub fn load_spill(&mut self, max_body: u32, keep: impl Fn(&EpochFrame) -> bool) -> SpillLoad {
+    /// Loads the spill directory (at start-up), in epoch order, keeping this `point`'s epoch
+    /// synopses that `keep` accepts. Every other file is moved to [`SET_ASIDE_DIR`] under a
+    /// name that ends in the reason (never sent: a file of another point would be refused by
+    /// the peer and, resent first on every connection, hold back everything behind it).
+    pub fn load_spill(&mut self, point: u32, max_body: u32, keep: impl Fn(&EpochFrame) -> bool) -> SpillLoad {
         let mut out = SpillLoad::default();
         let Some(dir) = self.limits.spill_dir.clone() else { return out };
         let Ok(read) = std::fs::read_dir(&dir) else { return out };
+        let ours = format!("p{point}-");
         let mut found: Vec<(MessageKey, PathBuf, u64)> = Vec::new();
         for entry in read.flatten() {
             let path = entry.path();
@@ -359,20 +383,22 @@ impl Queue {
                 }
                 _ => continue,
             }
+            let named_ours = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&ours));
             let bytes = std::fs::read(&path).ok();
-            match bytes.as_deref().map(|b| Message::decode(b, max_body.max(DEFAULT_MAX_BODY_BYTES))) {
+            let aside = match bytes
+                .as_deref()
+                .map(|b| Message::decode(b, max_body.max(DEFAULT_MAX_BODY_BYTES)))
+            {
+                Some(Ok(Message::Epoch(e))) if e.key.point != point || !named_ours => SetAside::ForeignPoint,
                 Some(Ok(Message::Epoch(e))) if keep(&e) => {
-                    found.push((e.key, path, bytes.map_or(0, |b| b.len() as u64)))
+                    found.push((e.key, path, bytes.map_or(0, |b| b.len() as u64)));
+                    continue;
                 }
-                Some(Ok(Message::Epoch(_))) => {
-                    let _ = std::fs::remove_file(&path);
-                    out.refused.push(path);
-                }
-                _ => {
-                    let _ = std::fs::remove_file(&path);
-                    out.corrupt.push(path);
-                }
-            }
+                Some(Ok(Message::Epoch(_))) => SetAside::ConfigChanged,
+                _ => SetAside::Corrupt,
+            };
+            let moved = set_aside(&dir, &path, aside);
+            out.set_aside.push((aside, moved));
         }
         found.sort_by_key(|(k, _, _)| *k);
         out.loaded = found.len();
@@ -393,15 +419,54 @@ impl Queue {
     }
 }
 
+/// The subdirectory of a spill directory where files that must not be sent are moved.
+pub const SET_ASIDE_DIR: &str = "set-aside";
+
+/// Why a spill file was set aside at start-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetAside {
+    /// Unreadable, or not an epoch synopsis frame of this build's wire version.
+    Corrupt,
+    /// Written under another configuration: its fingerprint is not one this run produces.
+    ConfigChanged,
+    /// Another point's epoch synopsis (a shared directory, or a changed `[point] id`).
+    ForeignPoint,
+}
+
+impl SetAside {
+    /// The reason, as it ends the set-aside file's name and in logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            SetAside::Corrupt => "corrupt",
+            SetAside::ConfigChanged => "config_changed",
+            SetAside::ForeignPoint => "foreign_point",
+        }
+    }
+}
+
+/// Moves `path` to `<dir>/set-aside/<name>.<reason>`; returns where it went, or where it was if
+/// it could not be moved (it is then removed, so it is never sent).
+fn set_aside(dir: &Path, path: &Path, why: SetAside) -> PathBuf {
+    let target_dir = dir.join(SET_ASIDE_DIR);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let target = target_dir.join(format!("{name}.{}", why.name()));
+    match std::fs::create_dir_all(&target_dir).and_then(|()| std::fs::rename(path, &target)) {
+        Ok(()) => target,
+        Err(e) => {
+            tracing::warn!(file = %path.display(), error = %e, "cannot set a spill file aside; removing it");
+            let _ = std::fs::remove_file(path);
+            path.to_owned()
+        }
+    }
+}
+
 /// What [`Queue::load_spill`] found.
 #[derive(Debug, Default)]
 pub struct SpillLoad {
     /// Epoch synopses loaded (to be resent).
     pub loaded: usize,
-    /// Unreadable or corrupt files, removed.
-    pub corrupt: Vec<PathBuf>,
-    /// Readable epoch synopses the caller's filter refused, removed.
-    pub refused: Vec<PathBuf>,
+    /// Files not loaded, with the reason and where they were moved.
+    pub set_aside: Vec<(SetAside, PathBuf)>,
 }
 
 #[cfg(test)]
@@ -494,17 +559,80 @@ mod tests {
         std::fs::write(dir.path().join("p1-s2-e8-k2.tmp"), b"half").unwrap();
         drop(q);
         let mut q = Queue::new(limits(10, Some(dir.path())));
-        let got = q.load_spill(1 << 20, |_| true);
-        assert_eq!((got.loaded, got.corrupt.len(), got.refused.len()), (2, 1, 0));
+        let got = q.load_spill(1, 1 << 20, |_| true);
+        assert_eq!(got.loaded, 2);
+        assert_eq!(reasons(&got), vec![SetAside::Corrupt]);
         assert_eq!(keys(&q.next_work(10)), vec![3, 5]);
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
-        // A filter (the run's fingerprints) removes what it refuses.
+        assert_eq!(wlq_files(dir.path()), 2);
+        // A filter (the run's fingerprints) sets aside what it refuses.
         drop(q);
         let mut q = Queue::new(limits(10, Some(dir.path())));
-        let got = q.load_spill(1 << 20, |e| e.key.epoch != 3);
-        assert_eq!((got.loaded, got.corrupt.len(), got.refused.len()), (1, 0, 1));
+        let got = q.load_spill(1, 1 << 20, |e| e.key.epoch != 3);
+        assert_eq!(got.loaded, 1);
+        assert_eq!(reasons(&got), vec![SetAside::ConfigChanged]);
         assert_eq!(keys(&q.next_work(10)), vec![5]);
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert_eq!(wlq_files(dir.path()), 1);
+        let aside = dir.path().join(SET_ASIDE_DIR);
+        assert!(aside.join("p1-s2-e3-k2.wlq.config_changed").exists());
+        assert!(aside.join("p1-s2-e9-k2.wlq.corrupt").exists());
+    }
+
+    fn reasons(l: &SpillLoad) -> Vec<SetAside> {
+        l.set_aside.iter().map(|(r, _)| *r).collect()
+    }
+
+    fn wlq_files(dir: &Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "wlq"))
+            .count()
+    }
+
+    #[test]
+    fn another_points_spill_files_are_set_aside_never_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        // Point 2 spilled epochs 1 and 2 here (a shared directory, or this point's old id).
+        let mut theirs = Queue::new(limits(10, Some(dir.path())));
+        for e in [1, 2] {
+            let k = MessageKey { point: 2, ..key(e) };
+            let f = Message::Epoch(EpochFrame {
+                key: k,
+                fingerprint: 3,
+                complete: true,
+                epoch_len_ns: 10,
+                synopsis: vec![1; 4],
+            })
+            .encode();
+            assert_eq!(theirs.offer(k, f), Offer::Queued);
+        }
+        assert!(theirs.spill_remaining().is_empty());
+        drop(theirs);
+        // The same content under this point's file name is refused too.
+        std::fs::copy(dir.path().join("p2-s2-e2-k2.wlq"), dir.path().join("p1-s2-e2-k2.wlq")).unwrap();
+        let mut q = Queue::new(limits(10, Some(dir.path())));
+        q.offer(key(7), frame(7, 4));
+        let got = q.load_spill(1, 1 << 20, |_| true);
+        assert_eq!(got.loaded, 0);
+        assert_eq!(reasons(&got), vec![SetAside::ForeignPoint; 3]);
+        assert_eq!(keys(&q.next_work(10)), vec![7], "only this point's own epoch is sent");
+        assert_eq!(wlq_files(dir.path()), 0);
+        assert_eq!(std::fs::read_dir(dir.path().join(SET_ASIDE_DIR)).unwrap().count(), 3);
+    }
+
+    #[test]
+    fn spill_all_counts_what_could_not_be_made_crash_safe() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = limits(10, Some(dir.path()));
+        l.spill_all = true;
+        // Room on disk for two frames only (as a full disk would leave).
+        l.spill_bytes = 2 * frame(0, 16).len() as u64;
+        let mut q = Queue::new(l);
+        for e in 0..5 {
+            assert_eq!(q.offer(key(e), frame(e, 16)), Offer::Queued);
+        }
+        assert_eq!(q.not_crash_safe(), 3, "three epochs are in memory only");
+        assert_eq!(wlq_files(dir.path()), 2);
     }
 
     #[test]
