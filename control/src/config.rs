@@ -25,6 +25,7 @@ use toml::Spanned;
 use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::pipeline::{OverrunPolicy, SynopsisSet};
 
+use crate::af_packet::{self, AfPacketError, AfPacketRing};
 use crate::core_plan::CorePlan;
 use crate::publish::PointIds;
 use crate::ship::ShipConfig;
@@ -418,6 +419,27 @@ impl PortConfig {
     fn device_head(&self) -> &str {
         self.device.get_ref().split(',').next().unwrap_or("").trim()
     }
+
+    /// For a `net_af_packet` port: its kernel ring, with the device arguments derived from the
+    /// MTU, the rx ring size and `queues` (see [`crate::af_packet`]). `None` for other devices.
+    pub fn af_packet_ring(&self, queues: u16) -> Option<Result<AfPacketRing, AfPacketError>> {
+        af_packet::is_af_packet(self.device.get_ref()).then(|| {
+            af_packet::ring(
+                self.device.get_ref(),
+                *self.mtu.get_ref(),
+                *self.rx_descriptors.get_ref(),
+                queues,
+            )
+        })
+    }
+
+    /// The device string handed to the EAL: as written, or completed for kernel ports.
+    pub fn eal_device(&self, queues: u16) -> String {
+        match self.af_packet_ring(queues) {
+            Some(Ok(ring)) => ring.device,
+            _ => self.device.get_ref().trim().to_owned(),
+        }
+    }
 }
 
 /// `DDDD:BB:DD.F` or `BB:DD.F`, hexadecimal.
@@ -509,6 +531,19 @@ impl Config {
         PointIds { point: self.point.id, forward_segment: seg.forward, reverse_segment: seg.reverse }
     }
 
+    /// The mbuf data room: `[mempool] data_room_bytes`, raised to what the kernel ports' ring
+    /// frames need (their driver refuses smaller mbufs).
+    pub fn data_room_bytes(&self) -> u16 {
+        let configured = *self.mempool.data_room_bytes.get_ref();
+        let queues = self.queues();
+        self.ports
+            .get_ref()
+            .iter()
+            .filter_map(|p| p.af_packet_ring(queues)?.ok())
+            .map(|r| u16::try_from(r.min_data_room).unwrap_or(u16::MAX))
+            .fold(configured, u16::max)
+    }
+
     /// Mbufs for the pool: the configured number, or enough for every rx ring to be full,
     /// every tx ring to be full, every lcore cache to be full and every worker to hold two
     /// bursts, plus slack for chained jumbo frames; rounded up to 2^k - 1 (DPDK's optimum).
@@ -548,7 +583,7 @@ impl Config {
                     args.push("-a".to_owned());
                     args.push(port.device.get_ref().trim().to_owned());
                 }
-                DeviceKind::Virtual => args.push(format!("--vdev={}", port.device.get_ref().trim())),
+                DeviceKind::Virtual => args.push(format!("--vdev={}", port.eal_device(self.queues()))),
             }
         }
         args
@@ -592,6 +627,9 @@ impl Config {
                 if *desc.get_ref() == 0 {
                     return fail(desc.span(), "a ring needs at least one descriptor".into());
                 }
+            }
+            if let Some(Err(e)) = port.af_packet_ring(self.queues()) {
+                return fail(port.device.span(), e.to_string());
             }
         }
 

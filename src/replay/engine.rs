@@ -121,6 +121,8 @@ pub fn run(
             promiscuous: false,
             rx_timestamp: false,
             mtu: 9000,
+            rx_cut_at: u32::MAX,
+            kernel_iface: None,
         };
         let port = Port::open(&eal, &s.device_name(), &pool, &settings)?;
         let room = usize::from(data_room).saturating_sub(128);
