@@ -278,6 +278,11 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let settings = WorkerSettings {
         burst_size: *config.workers.burst_size.get_ref(),
         tx_retry_limit: config.workers.tx_retry_limit,
+        monitor: config.workers.monitor,
+        idle_after_cycles: (u128::from(config.workers.idle_after_us) * u128::from(eal.tsc_hz()) / 1_000_000)
+            .try_into()
+            .unwrap_or(u64::MAX),
+        idle_sleep: Duration::from_micros(u64::from(config.workers.idle_sleep_us)),
     };
 
     // The epoch rings: one link per worker, all allocation here.
@@ -299,8 +304,8 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let mut jobs = Vec::with_capacity(usize::from(queues));
     for (q, lcore) in (0..queues).zip(lcores) {
         let mut paths = [
-            path(Direction::Port0ToPort1, q, port0, port1, rx_timestamp)?,
-            path(Direction::Port1ToPort0, q, port1, port0, rx_timestamp)?,
+            path(Direction::Port0ToPort1, q, port0, port1, rx_timestamp, settings.monitor)?,
+            path(Direction::Port1ToPort0, q, port1, port0, rx_timestamp, settings.monitor)?,
         ];
         let worker_counters: &WorkerCounters = &counters[usize::from(q)];
         let shared: &SharedCounters = &measure_counters[usize::from(q)];
@@ -345,7 +350,15 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         });
     }
 
-    info!(workers = queues, burst_size = settings.burst_size, measuring, "forwarding");
+    info!(
+        workers = queues,
+        burst_size = settings.burst_size,
+        measuring,
+        monitor = settings.monitor,
+        idle_after_us = config.workers.idle_after_us,
+        idle_sleep_us = config.workers.idle_sleep_us,
+        "forwarding"
+    );
     let started = Instant::now();
     let mut control = Control {
         config,
@@ -516,6 +529,7 @@ fn path<'p>(
     rx: &'p Port<'_>,
     tx: &'p Port<'_>,
     rx_timestamp: Option<RxTimestampField>,
+    monitor: bool,
 ) -> anyhow::Result<Path<'p>> {
     Ok(Path {
         rx: rx.rx_queue(queue)?,
@@ -524,8 +538,9 @@ fn path<'p>(
         screen: FrameScreen {
             check_chains: rx.info().may_receive_chained_mbufs(),
             rx_cut_at: rx.info().rx_cut_at,
-            tx_max: tx.info().tx_max_frame,
-            tx_chained_max: tx.info().tx_chained_max,
+            // A monitor transmits nothing, so no egress limit applies.
+            tx_max: if monitor { u32::MAX } else { tx.info().tx_max_frame },
+            tx_chained_max: if monitor { u32::MAX } else { tx.info().tx_chained_max },
         },
     })
 }

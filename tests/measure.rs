@@ -132,7 +132,19 @@ fn appliance(
     workers: usize,
     extra: &str,
 ) -> (PathBuf, std::process::Output) {
-    let out = dir.join(format!("run{workers}"));
+    appliance_in(dir, &format!("run{workers}"), pcaps, workers, "", extra)
+}
+
+/// [`appliance`] into `dir/name`, with `workers_extra` added to `[workers]`.
+fn appliance_in(
+    dir: &Path,
+    name: &str,
+    pcaps: &[PathBuf; 2],
+    workers: usize,
+    workers_extra: &str,
+    extra: &str,
+) -> (PathBuf, std::process::Output) {
+    let out = dir.join(name);
     std::fs::create_dir_all(&out).expect("mkdir");
     let mut devices = Vec::new();
     for (port, pcap) in pcaps.iter().enumerate() {
@@ -153,7 +165,7 @@ fn appliance(
     // Two lcores may share a CPU (this machine has two): worker 0 shares CPU 0 with the main lcore.
     let cores = if workers == 1 { "[1]" } else { "[0, 1]" };
     let text = format!(
-        "[eal]\n{}\nmain_core = 0\n[workers]\ncores = {cores}\n[mempool]\ndata_room_bytes = 9344\n\
+        "[eal]\n{}\nmain_core = 0\n[workers]\ncores = {cores}\n{workers_extra}\n[mempool]\ndata_room_bytes = 9344\n\
          [stats]\ninterval_ms = 0\n[stop]\nidle_ms = 400\nafter_ms = 50000\n\
          [[port]]\ndevice = \"{}\"\n[[port]]\ndevice = \"{}\"\n{}",
         eal_args_toml(&out),
@@ -277,4 +289,30 @@ fn a_slow_control_thread_causes_counted_overruns_and_no_stall() {
         .map(|l| l["summary"]["measured"].as_u64().unwrap())
         .sum();
     assert_eq!(published + field("overrun_packets"), field("measured"), "{}", describe(&output));
+}
+
+/// Monitor mode (rx-only mirror ports, one direction each) measures exactly what inline mode
+/// measures on the same frames, and transmits nothing.
+#[test]
+fn monitor_mode_measures_exactly_what_inline_mode_measures() {
+    let dir = scratch();
+    let d = dir.path();
+    let pcaps = trace(d);
+    let extra = "[epochs]\nlength_ms = 50\noverrun = \"wait\"\n";
+    let (inline, _) = appliance_in(d, "inline", &pcaps, 1, "", extra);
+    let (monitor, output) = appliance_in(d, "monitor", &pcaps, 1, "monitor = true", extra);
+    let per_kind = assert_same_bodies(&dump(&inline), &dump(&monitor));
+    assert!(per_kind.get("fridge").copied().unwrap_or(0) >= 10, "{per_kind:?}");
+    assert_eq!(lines(&inline), lines(&monitor), "JSON lines differ");
+    for port in 0..2 {
+        assert!(
+            read_frames(&monitor.join(format!("out{port}_q0.pcap"))).is_empty(),
+            "port {port} transmitted"
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for (port, pcap) in pcaps.iter().enumerate() {
+        let rx = read_timed(pcap).len();
+        assert!(stdout.contains(&format!("port {port}: rx {rx} tx 0 ")), "{}", describe(&output));
+    }
 }

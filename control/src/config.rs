@@ -290,6 +290,17 @@ pub struct WorkersConfig {
     pub burst_size: Spanned<u16>,
     /// Extra tx bursts tried while a tx ring is full before the rest is dropped (and counted).
     pub tx_retry_limit: u32,
+    /// Monitor mode, for mirror (SPAN) ports and optical taps: both ports receive only, one
+    /// direction each (port 0 carries port 0 → port 1 traffic, port 1 the reverse), and
+    /// nothing is transmitted. Measures exactly what inline mode measures on the same frames.
+    pub monitor: bool,
+    /// Idle mode: after this many µs without a received frame, a worker sleeps
+    /// `idle_sleep_us` between polls, until a frame arrives. 0 (the default) busy-polls always,
+    /// as a dedicated core should; on a shared core it keeps the worker from starving others.
+    pub idle_after_us: u64,
+    /// Length of each idle pause in µs (the added latency of the first frame after a quiet
+    /// spell is at most this plus the kernel's timer slack).
+    pub idle_sleep_us: u32,
 }
 
 impl Default for WorkersConfig {
@@ -299,6 +310,9 @@ impl Default for WorkersConfig {
             count: Spanned::new(0..0, 1),
             burst_size: Spanned::new(0..0, 32),
             tx_retry_limit: 64,
+            monitor: false,
+            idle_after_us: 0,
+            idle_sleep_us: 100,
         }
     }
 }

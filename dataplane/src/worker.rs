@@ -10,7 +10,11 @@
 //! forwarding) → tx burst, retried a bounded number of times while the tx ring is full → what
 //! is still unsent is freed and counted as dropped, never silently.
 //!
-//! Must never: allocate, lock, log or make a syscall inside [`run`]; reorder frames.
+//! Must never: allocate, lock, log or make a syscall inside [`run`] (idle mode's sleep after a
+//! quiet spell, off by default, is the one exception); reorder frames.
+//!
+//! Monitor mode ([`WorkerSettings::monitor`]): the same loop with the transmit replaced by a
+//! free, for mirror ports and taps; each port's frames are one direction.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -162,6 +166,14 @@ pub struct WorkerSettings {
     pub burst_size: u16,
     /// Extra tx bursts tried while the tx ring is full before the rest is dropped.
     pub tx_retry_limit: u32,
+    /// Monitor mode: received frames are measured and freed, never transmitted (mirror ports,
+    /// taps). Counted in [`PathCounters::rx_packets`] only.
+    pub monitor: bool,
+    /// Idle mode: after this many TSC cycles without a received frame the worker sleeps
+    /// `idle_sleep` between polls. 0: never (busy polling).
+    pub idle_after_cycles: u64,
+    /// Length of each idle pause.
+    pub idle_sleep: std::time::Duration,
 }
 
 /// Counters of one direction of one worker. Written only by that worker (relaxed load+store,
@@ -243,6 +255,8 @@ pub fn run<H: BurstHook>(
 ) {
     let mut burst = MbufBurst::new();
     let mut polls: u64 = 0;
+    // TSC of the first empty poll of the current quiet spell (idle mode only).
+    let mut quiet_since: Option<u64> = None;
 
     while !stop.load(Ordering::Relaxed) {
         let mut received: u16 = 0;
@@ -260,11 +274,26 @@ pub fn run<H: BurstHook>(
             }
 
             hook.on_burst(&path.info, &burst);
-            transmit(&mut path.tx, &mut burst, settings.tx_retry_limit, c);
+            if settings.monitor {
+                burst.free_all();
+            } else {
+                transmit(&mut path.tx, &mut burst, settings.tx_retry_limit, c);
+            }
         }
 
         if received == 0 {
             hook.on_idle();
+            if settings.idle_after_cycles > 0 {
+                let now = crate::dpdk::rdtsc();
+                let since = *quiet_since.get_or_insert(now);
+                if now.wrapping_sub(since) >= settings.idle_after_cycles {
+                    // Idle mode (off by default): the one syscall of the loop, made only
+                    // after a quiet spell, so that a shared core is given back.
+                    std::thread::sleep(settings.idle_sleep);
+                }
+            }
+        } else {
+            quiet_since = None;
         }
         polls += 1;
         counters.polls.store(polls, Ordering::Relaxed);
@@ -381,6 +410,10 @@ fn screen(screen: &FrameScreen, burst: &mut MbufBurst, c: &PathCounters) {
 #[inline(always)]
 fn finish_burst(path: &mut Path<'_>, burst: &mut MbufBurst, settings: &WorkerSettings, c: &PathCounters) {
     if burst.is_empty() {
+        return;
+    }
+    if settings.monitor {
+        burst.free_all();
         return;
     }
     transmit(&mut path.tx, burst, settings.tx_retry_limit, c);
