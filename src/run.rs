@@ -158,6 +158,11 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let mut publisher = measuring.then(|| measure::publisher(config)).transpose()?;
 
     for port in config.ports.get_ref() {
+        if let Some(Ok(ring)) = port.af_packet_ring(config.queues())
+            && dpdk::kernel_iface_index(&ring.iface).is_none()
+        {
+            bail!("{}: interface `{}` does not exist", port.device.get_ref(), ring.iface);
+        }
         for file in crate::pcap_input::rx_pcap_files(port.device.get_ref()) {
             let found = crate::pcap_input::check_replay_file(&file)?;
             if let Some(first) = found.first_cut {
