@@ -41,24 +41,32 @@ fn p(dir: &Path, name: &str) -> String {
     dir.join(name).display().to_string()
 }
 
-#[test]
-fn sample_goes_from_port0_to_port1_byte_identical_and_in_order() {
-    let dir = scratch();
-    let d = dir.path();
+/// Forwards the pcap `input` received on port `port` (the other port replays an empty file)
+/// with the default data room; outputs go to `out0.pcap` / `out1.pcap` in `d`.
+fn forward_one_way(d: &Path, input: &str, port: usize) -> std::process::Output {
     let empty = p(d, "empty.pcap");
     write_frames(Path::new(&empty), &[]);
-    let sample = repo_path("data/sample.pcap").display().to_string();
+    let rx = if port == 0 { [input, empty.as_str()] } else { [empty.as_str(), input] };
     let config = write_config(
         d,
         "[1]",
         DEFAULT_DATA_ROOM,
         [
-            &format!("rx_pcap={sample},tx_pcap={}", p(d, "out0.pcap")),
-            &format!("rx_pcap={empty},tx_pcap={}", p(d, "out1.pcap")),
+            &format!("rx_pcap={},tx_pcap={}", rx[0], p(d, "out0.pcap")),
+            &format!("rx_pcap={},tx_pcap={}", rx[1], p(d, "out1.pcap")),
         ],
     );
     let output = run_config(&config);
     assert!(output.status.success(), "{}", describe(&output));
+    output
+}
+
+#[test]
+fn sample_goes_from_port0_to_port1_byte_identical_and_in_order() {
+    let dir = scratch();
+    let d = dir.path();
+    let sample = repo_path("data/sample.pcap").display().to_string();
+    let output = forward_one_way(d, &sample, 0);
 
     assert_same_frames(&read_frames(&d.join("out1.pcap")), &sample_frames(), "port 1 output");
     assert!(read_frames(&d.join("out0.pcap")).is_empty(), "nothing may come out of port 0");
@@ -79,20 +87,8 @@ fn sample_goes_from_port0_to_port1_byte_identical_and_in_order() {
 fn sample_goes_from_port1_to_port0_byte_identical_and_in_order() {
     let dir = scratch();
     let d = dir.path();
-    let empty = p(d, "empty.pcap");
-    write_frames(Path::new(&empty), &[]);
     let sample = repo_path("data/sample.pcap").display().to_string();
-    let config = write_config(
-        d,
-        "[1]",
-        DEFAULT_DATA_ROOM,
-        [
-            &format!("rx_pcap={empty},tx_pcap={}", p(d, "out0.pcap")),
-            &format!("rx_pcap={sample},tx_pcap={}", p(d, "out1.pcap")),
-        ],
-    );
-    let output = run_config(&config);
-    assert!(output.status.success(), "{}", describe(&output));
+    forward_one_way(d, &sample, 1);
     assert_same_frames(&read_frames(&d.join("out0.pcap")), &sample_frames(), "port 0 output");
     assert!(read_frames(&d.join("out1.pcap")).is_empty(), "nothing may come out of port 1");
 }
@@ -244,19 +240,7 @@ fn hostile_frame_sizes_are_forwarded_whole_or_counted_never_cut_or_crashing() {
     let frames: Vec<Vec<u8>> = sizes.iter().map(|&n| sized_frame(n)).collect();
     let input = p(d, "hostile.pcap");
     write_large_frames(Path::new(&input), &frames);
-    let empty = p(d, "empty.pcap");
-    write_frames(Path::new(&empty), &[]);
-    let config = write_config(
-        d,
-        "[1]",
-        DEFAULT_DATA_ROOM,
-        [
-            &format!("rx_pcap={input},tx_pcap={}", p(d, "out0.pcap")),
-            &format!("rx_pcap={empty},tx_pcap={}", p(d, "out1.pcap")),
-        ],
-    );
-    let output = run_config(&config);
-    assert!(output.status.success(), "{}", describe(&output));
+    let output = forward_one_way(d, &input, 0);
 
     // What fits the pcap device's 16 128-byte limit for chains goes out whole, in order.
     let fits: Vec<Vec<u8>> = frames.iter().filter(|f| f.len() <= 16_128).cloned().collect();

@@ -7,8 +7,9 @@
 //!
 //! with real ICMP (ping), TCP (curl from a Python HTTP server) and DNS (dig against dnsmasq),
 //! at MTU 1500 and 9000: every frame one side sent arrives at the other byte-identical
-//! (tcpdump on both sides), wirelat's counters equal the kernel's, and frames the kernel
-//! ring drops while the worker is stopped appear in `imissed` exactly.
+//! (tcpdump on both sides), wirelat's counters equal the kernel's, the fridge's handshake and
+//! DNS counters equal those computed from the captures, and frames the kernel ring drops while
+//! the worker is stopped appear in `imissed` exactly.
 //!
 //! Needs root (namespaces) and `ip`, `tcpdump`, `ethtool`, `ping`, `curl`, `dig`, `dnsmasq`,
 //! `python3` (scripts/setup.sh installs them); skips with a message otherwise. Everything it
@@ -221,8 +222,10 @@ fn run_through_wirelat(mtu: u32) {
         format!(
             "[eal]\n{}\nmain_core = 0\n[workers]\ncores = [1]\n[stats]\ninterval_ms = 0\n[stop]\nidle_ms = 0\nafter_ms = 120000\n\
              [[port]]\ndevice = \"net_af_packet0,iface=w13c1\"\nmtu = {mtu}\nrx_descriptors = 64\n\
-             [[port]]\ndevice = \"net_af_packet1,iface=w13s1\"\nmtu = {mtu}\nrx_descriptors = 64\n",
-            eal_args_toml(d)
+             [[port]]\ndevice = \"net_af_packet1,iface=w13s1\"\nmtu = {mtu}\nrx_descriptors = 64\n\
+             [output]\njson = \"{}\"\n[synopses.fridge]\n",
+            eal_args_toml(d),
+            d.join("epochs.jsonl").display()
         ),
     )
     .expect("write config");
@@ -355,6 +358,86 @@ fn run_through_wirelat(mtu: u32) {
     }
     let imissed0 = value(&final_port_line(&text, 0), "dev_imissed=");
     assert!(imissed0 > 1000, "the stopped worker's ring overflowed: imissed {imissed0}");
+
+    // The fridge counted the handshakes and DNS exchanges the captures hold, exactly (p = 1 and
+    // 65 536 slots: nothing evicted, every response finds its request).
+    let expected = Exchanges::count(&sent_c, &sent_s);
+    let measured = Exchanges::from_fridge(&d.join("epochs.jsonl"));
+    assert!(expected.tcp_handshake.0 >= 1 && expected.dns.0 == 5, "{expected:?}");
+    eprintln!("MTU {mtu}: fridge {measured:?}, captures {expected:?}, imissed {imissed0}");
+    assert_eq!(measured, expected, "fridge counters (requests, responses, samples) vs the captures");
+}
+
+/// Requests, responses and matched pairs per exchange kind.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Exchanges {
+    tcp_handshake: (u64, u64, u64),
+    dns: (u64, u64, u64),
+}
+
+impl Exchanges {
+    /// From the captures: SYNs and DNS queries the client sent, SYN/ACKs and DNS replies the
+    /// server sent (IPv4 without options beyond IHL, as these namespaces send). Every reply
+    /// answers a request here, so matched pairs = replies.
+    fn count(client_sent: &[Vec<u8>], server_sent: &[Vec<u8>]) -> Exchanges {
+        let mut e = Exchanges::default();
+        for (frames, from_client) in [(client_sent, true), (server_sent, false)] {
+            for f in frames {
+                if f.len() < 34 || f[12..14] != [0x08, 0x00] {
+                    continue;
+                }
+                let l4 = 14 + usize::from(f[14] & 0x0f) * 4;
+                match f[23] {
+                    6 if f.len() >= l4 + 14 => {
+                        let (syn, ack) = (f[l4 + 13] & 0x02 != 0, f[l4 + 13] & 0x10 != 0);
+                        if from_client && syn && !ack {
+                            e.tcp_handshake.0 += 1;
+                        } else if !from_client && syn && ack {
+                            e.tcp_handshake.1 += 1;
+                            e.tcp_handshake.2 += 1;
+                        }
+                    }
+                    17 if f.len() >= l4 + 12 => {
+                        let port = |o: usize| u16::from_be_bytes([f[l4 + o], f[l4 + o + 1]]);
+                        let qr = f[l4 + 8 + 2] & 0x80 != 0;
+                        if from_client && port(2) == 53 && !qr {
+                            e.dns.0 += 1;
+                        } else if !from_client && port(0) == 53 && qr {
+                            e.dns.1 += 1;
+                            e.dns.2 += 1;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        e
+    }
+
+    /// Summed over the fridge's epochs in the JSON lines.
+    fn from_fridge(path: &Path) -> Exchanges {
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mut e = Exchanges::default();
+        for line in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            if v["kind"] != "fridge" {
+                continue;
+            }
+            for k in v["summary"]["report"]["kinds"].as_array().expect("kinds") {
+                let c = &k["diagnostics"]["counters"];
+                let n = |key: &str| c[key].as_u64().unwrap_or_else(|| panic!("no {key} in {c}"));
+                let slot = match k["kind"].as_str() {
+                    Some("tcp_handshake") => &mut e.tcp_handshake,
+                    Some("dns") => &mut e.dns,
+                    _ => continue,
+                };
+                slot.0 += n("requests");
+                slot.1 += n("responses");
+                slot.2 += n("samples");
+            }
+        }
+        e
+    }
 }
 
 #[test]
