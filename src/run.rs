@@ -158,10 +158,19 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let mut publisher = measuring.then(|| measure::publisher(config)).transpose()?;
 
     for port in config.ports.get_ref() {
-        if let Some(Ok(ring)) = port.af_packet_ring(config.queues())
-            && dpdk::kernel_iface_index(&ring.iface).is_none()
-        {
-            bail!("{}: interface `{}` does not exist", port.device.get_ref(), ring.iface);
+        if let Some(Ok(ring)) = port.af_packet_ring(config.queues()) {
+            if dpdk::kernel_iface_index(&ring.iface).is_none() {
+                bail!("{}: interface `{}` does not exist", port.device.get_ref(), ring.iface);
+            }
+            if dpdk::kernel_iface_gro(&ring.iface).unwrap_or(false) {
+                warn!(
+                    iface = %ring.iface,
+                    "generic receive offload is on: the kernel merges TCP segments into frames above \
+                     the MTU, which the ring cuts and wirelat drops as truncated_dropped; turn it off \
+                     with `ethtool -K {} gro off` (README, \"On a real host\")",
+                    ring.iface
+                );
+            }
         }
         for file in crate::pcap_input::rx_pcap_files(port.device.get_ref()) {
             let found = crate::pcap_input::check_replay_file(&file)?;

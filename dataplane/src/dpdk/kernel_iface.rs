@@ -1,5 +1,5 @@
-//! The Linux interface under a kernel-backed port (`net_af_packet`): its MTU, and the drops of
-//! the packet-socket rings the driver opened on it.
+//! The Linux interface under a kernel-backed port (`net_af_packet`): its MTU, its receive
+//! offload, and the drops of the packet-socket rings the driver opened on it.
 //!
 //! DPDK 22.11's af_packet driver neither applies an MTU above its advertised 1518-byte frame
 //! limit (ethdev refuses it before the driver sees it) nor reports the frames its kernel ring
@@ -59,6 +59,32 @@ pub fn set_mtu(iface: &str, mtu: u32) -> Result<(), KernelIfaceError> {
         return Err(os_error(iface, "SIOCSIFMTU"));
     }
     Ok(())
+}
+
+/// `ETHTOOL_GGRO` (linux/ethtool.h): read the generic-receive-offload flag.
+const ETHTOOL_GGRO: u32 = 0x2b;
+
+/// `struct ethtool_value` (linux/ethtool.h).
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+/// Generic receive offload is on: the kernel merges received TCP segments into frames far
+/// above the MTU before a packet socket sees them, which the ring then cuts (and the
+/// forwarder drops as truncated). Checked at start so the operator is told.
+pub fn gro_enabled(iface: &str) -> Result<bool, KernelIfaceError> {
+    let (sock, mut req) = ifreq_socket(iface)?;
+    let mut value = EthtoolValue { cmd: ETHTOOL_GGRO, data: 0 };
+    req.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
+    // SAFETY: `req` names the interface and points at `value`, which outlives the call;
+    // ETHTOOL_GGRO writes one ethtool_value.
+    let ret = unsafe { libc::ioctl(sock.0, libc::SIOCETHTOOL, &mut req) };
+    if ret < 0 {
+        return Err(os_error(iface, "SIOCETHTOOL ETHTOOL_GGRO"));
+    }
+    Ok(value.data != 0)
 }
 
 /// Frames the kernel dropped, since the previous call, because the rings of this process's
@@ -153,5 +179,7 @@ mod tests {
         assert!(matches!(mtu("a-name-far-too-long-for-linux"), Err(KernelIfaceError::BadName(_))));
         assert!(matches!(mtu("w13-no-such-if"), Err(KernelIfaceError::Os { .. })));
         assert_eq!(packet_ring_drops(u32::MAX), 0);
+        assert!(gro_enabled("lo").is_ok());
+        assert!(matches!(gro_enabled("w13-no-such-if"), Err(KernelIfaceError::Os { .. })));
     }
 }
