@@ -26,8 +26,10 @@ const SYMMETRIC_RSS_KEY: [u8; 52] = {
 /// Ethernet header + CRC + two VLAN tags: frame bytes beyond the MTU.
 const FRAME_OVERHEAD_BYTES: u32 = 14 + 4 + 8;
 
-/// Drivers that send through a Linux interface (and so obey its MTU on transmit).
-const KERNEL_BACKED_DRIVERS: [&str; 3] = ["net_af_packet", "net_af_xdp", "net_tap"];
+/// Drivers that send through a Linux interface's transmit path, which refuses frames above
+/// its MTU (a tap device's frames enter the kernel as received ones instead, so it is not
+/// listed).
+const KERNEL_BACKED_DRIVERS: [&str; 2] = ["net_af_packet", "net_af_xdp"];
 
 /// Frame bytes beyond the MTU that a Linux interface transmits: the Ethernet header and one
 /// VLAN tag (no CRC: the kernel's frames exclude it).
@@ -337,9 +339,9 @@ impl<'pool> Port<'pool> {
         };
         self.info.rx_cut_at = settings.rx_cut_at;
         self.info.tx_chained_max = self.info.chained_limit();
-        // A software device over a kernel interface (af_packet, af_xdp, tap) transmits through
-        // the kernel, which refuses frames above the interface MTU plus an Ethernet header and
-        // one VLAN tag. Other devices take what their MTU allows at configure time.
+        // A software device over a kernel interface (af_packet, af_xdp) transmits through the
+        // kernel, which refuses frames above the interface MTU plus an Ethernet header and one
+        // VLAN tag (22.11's af_packet then drops them uncounted). Others take any length.
         self.info.tx_max_frame = if KERNEL_BACKED_DRIVERS.contains(&self.info.driver.as_str()) {
             (self.info.mtu + KERNEL_TX_OVERHEAD_BYTES).min(settings.rx_cut_at.saturating_sub(1))
         } else {
