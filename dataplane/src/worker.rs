@@ -6,9 +6,14 @@
 //! needs that). One worker per queue index, each on its own EAL lcore; the main lcore runs the
 //! control/statistics loop and only reads the counters.
 //!
-//! Per burst, in one pass: rx burst → [`BurstHook::on_burst`] (measurement; a no-op when only
-//! forwarding) → tx burst, retried a bounded number of times while the tx ring is full → what
-//! is still unsent is freed and counted as dropped, never silently.
+//! Per burst: rx burst → [`FrameScreen`] (frames cut short, with broken mbuf chains or too
+//! long for the egress are freed and counted by reason) → [`BurstHook::on_burst`]
+//! (measurement; a no-op when only forwarding) → tx burst, retried a bounded number of times
+//! while the tx ring is full → what is still unsent is freed and counted as dropped, never
+//! silently. The screen is a second pass over the burst's mbuf headers (first cache line, which
+//! rx just wrote), a departure from "one pass per burst": it must run before the hook so that
+//! nothing is measured that is not forwarded, and the hook must not depend on egress limits.
+//! Paths whose ports need no check skip it.
 //!
 //! Must never: allocate, lock, log or make a syscall inside [`run`] (idle mode's sleep after a
 //! quiet spell, off by default, is the one exception); reorder frames.
