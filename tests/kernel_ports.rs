@@ -236,15 +236,28 @@ fn start_wirelat(d: &Path, mtu: u32) -> (Background, std::path::PathBuf) {
     (wirelat, log)
 }
 
-fn run_through_wirelat(mtu: u32) {
-    let _lock = NETWORK.lock().unwrap_or_else(|e| e.into_inner());
+/// What every test here holds while it runs: the topology (removed first on drop), its
+/// scratch directory, and the lock on the shared interface names (released last).
+struct Setup {
+    _topology: Topology,
+    dir: tempfile::TempDir,
+    _lock: std::sync::MutexGuard<'static, ()>,
+}
+
+/// Takes the lock and builds the topology at `mtu`, or says why `what` is skipped here.
+fn set_up(what: &str, mtu: u32) -> Option<Setup> {
+    let lock = NETWORK.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(why) = missing_prerequisite() {
-        eprintln!("SKIPPED kernel_ports at MTU {mtu}: {why}");
-        return;
+        eprintln!("SKIPPED kernel_ports {what}: {why}");
+        return None;
     }
     let dir = scratch();
-    let d = dir.path();
-    let _topology = Topology::new(mtu);
+    Some(Setup { _topology: Topology::new(mtu), dir, _lock: lock })
+}
+
+fn run_through_wirelat(mtu: u32) {
+    let Some(setup) = set_up(&format!("at MTU {mtu}"), mtu) else { return };
+    let d = setup.dir.path();
 
     let (mut wirelat, log) = start_wirelat(d, mtu);
     let before: Vec<u64> = ["w13c1", "w13s1"].iter().map(|d| sysfs_counter(d, "rx_packets")).collect();
@@ -465,14 +478,8 @@ fn af_packet_ports_forward_real_traffic_whole_at_mtu_9000() {
 /// kernel's VLAN untagging before any packet socket sees it, so it is not in this corpus.)
 #[test]
 fn af_packet_ports_forward_hostile_frames_byte_identical() {
-    let _lock = NETWORK.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = missing_prerequisite() {
-        eprintln!("SKIPPED kernel_ports hostile frames: {why}");
-        return;
-    }
-    let dir = scratch();
-    let d = dir.path();
-    let _topology = Topology::new(9000);
+    let Some(setup) = set_up("hostile frames", 9000) else { return };
+    let d = setup.dir.path();
     // GRO on one of wirelat's own interfaces (which receives nothing here): it must be named.
     must("ethtool -K w13s1 gro on");
     let (mut wirelat, log) = start_wirelat(d, 9000);
