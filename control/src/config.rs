@@ -378,8 +378,10 @@ pub struct PortConfig {
     /// Use the NIC's rx timestamp offload when the device advertises it.
     #[serde(default = "yes")]
     pub rx_timestamp: bool,
-    /// MTU to pass; clamped to the device's maximum. Jumbo by default so that nothing the
-    /// wire carries is dropped by the appliance.
+    /// MTU to apply; clamped to the device's advertised maximum, and refused (the run does not
+    /// start) when the device cannot be set to it. For `net_af_packet` it is set on the kernel
+    /// interface and sizes the ring frames ([`crate::af_packet`]). Jumbo by default so that
+    /// nothing the wire carries is dropped by the appliance.
     #[serde(default = "default_mtu")]
     pub mtu: Spanned<u16>,
     /// Rx descriptors per queue.
