@@ -16,9 +16,13 @@
 #   build-essential  cc, ld
 #   libhwloc-dev  the machine topology (hwloc 2.x) for the core plan of `wirelat run`
 #   libudev-dev   linked by hwloc (hwlocality links it)
+#   tcpdump, ethtool, iputils-ping, curl, bind9-dnsutils (dig), dnsmasq-base, iproute2
+#                 the kernel-port namespace test (tests/kernel_ports.rs): captures on both
+#                 sides, offloads off, ICMP, TCP, DNS through `wirelat run` on af_packet ports
 set -euo pipefail
 
-PACKAGES=(libdpdk-dev dpdk-dev libclang-dev clang pkg-config libpcap-dev build-essential libhwloc-dev libudev-dev)
+PACKAGES=(libdpdk-dev dpdk-dev libclang-dev clang pkg-config libpcap-dev build-essential libhwloc-dev libudev-dev
+          tcpdump ethtool iputils-ping curl bind9-dnsutils dnsmasq-base iproute2)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -10,6 +10,7 @@ mod demo;
 mod gen_trace;
 mod measure;
 mod offline;
+mod pcap_input;
 mod replay;
 #[cfg(feature = "dpdk")]
 mod run;
@@ -190,8 +191,8 @@ fn run_appliance(config: &Config) -> Result<(), Failure> {
     // The outcome on stdout (logs are on stderr).
     for (p, t) in summary.ports.iter().enumerate() {
         println!(
-            "port {p}: rx {} tx {} tx_retries {} tx_dropped {} oversize_dropped {}",
-            t.rx, t.tx, t.tx_retries, t.tx_dropped, t.oversize_dropped
+            "port {p}: rx {} tx {} tx_retries {} tx_dropped {} oversize_dropped {} truncated_dropped {}",
+            t.rx, t.tx, t.tx_retries, t.tx_dropped, t.oversize_dropped, t.truncated_dropped
         );
     }
     let m = &summary.measured;

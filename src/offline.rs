@@ -69,6 +69,7 @@ impl PcapStream {
             }
             e => bad(format!("{} is not a pcap file ({e}); pcapng is not supported", path.display())),
         })?;
+        crate::pcap_input::require_ethernet(reader.header().datalink, path)?;
         let nano = reader.header().ts_resolution == TsResolution::NanoSecond;
         Ok(Self { reader, nano, path: path.to_owned(), index: 0 })
     }

@@ -25,7 +25,7 @@ use wirelat_dataplane::epoch::{EpochClock, EpochLink};
 use wirelat_dataplane::measuring::{MeasuringHook, PacketClock};
 use wirelat_dataplane::pipeline::{CounterSnapshot, EpochSynopses, Pipeline, SharedCounters};
 use wirelat_dataplane::worker::{
-    self, Direction, ForwardOnly, Path, PathInfo, PathSnapshot, WorkerCounters, WorkerSettings,
+    self, Direction, ForwardOnly, FrameScreen, Path, PathInfo, PathSnapshot, WorkerCounters, WorkerSettings,
 };
 
 use crate::measure;
@@ -92,8 +92,11 @@ pub struct PortTotals {
     pub tx_retries: u64,
     /// Frames dropped because this port's tx ring stayed full.
     pub tx_dropped: u64,
-    /// Multi-segment frames this port could not transmit.
+    /// Frames this port could not transmit whole (too long for it, or chained beyond what it
+    /// sends).
     pub oversize_dropped: u64,
+    /// Frames received on this port cut short or with a broken mbuf chain (never forwarded).
+    pub truncated_dropped: u64,
 }
 
 /// The clocks the workers read and the control thread calibrates.
@@ -157,6 +160,36 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let template = measuring.then(|| measure::epoch_template(config)).transpose()?;
     let mut publisher = measuring.then(|| measure::publisher(config, false)).transpose()?;
 
+    for port in config.ports.get_ref() {
+        if let Some(Ok(ring)) = port.af_packet_ring(config.queues()) {
+            if dpdk::kernel_iface_index(&ring.iface).is_none() {
+                bail!("{}: interface `{}` does not exist", port.device.get_ref(), ring.iface);
+            }
+            if dpdk::kernel_iface_gro(&ring.iface).unwrap_or(false) {
+                warn!(
+                    iface = %ring.iface,
+                    "generic receive offload is on: the kernel merges TCP segments into frames above \
+                     the MTU, which the ring cuts and wirelat drops as truncated_dropped; turn it off \
+                     with `ethtool -K {} gro off` (README, \"On a real host\")",
+                    ring.iface
+                );
+            }
+        }
+        for file in crate::pcap_input::rx_pcap_files(port.device.get_ref()) {
+            let found = crate::pcap_input::check_replay_file(&file)?;
+            if let Some(first) = found.first_cut {
+                warn!(
+                    file = %file.display(),
+                    cut_records = found.cut_records,
+                    records = found.records,
+                    first_cut_record = first,
+                    "records cut by the capture's snap length: DPDK's pcap device forwards each as a \
+                     whole frame of its cut length (the parser counts them as skipped_truncated)"
+                );
+            }
+        }
+    }
+
     let eal = Eal::init(config.eal_args(&plan))?;
     let queues = config.queues();
     let lcores = eal.worker_lcores();
@@ -170,13 +203,32 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
             name: "wirelat_mbufs".to_owned(),
             mbufs: config.mempool_mbufs(),
             cache_size: *config.mempool.cache_size.get_ref(),
-            data_room_bytes: *config.mempool.data_room_bytes.get_ref(),
+            data_room_bytes: config.data_room_bytes(),
             socket: Some(eal.lcore_socket(eal.main_lcore())),
         },
     )?;
 
+    if config.data_room_bytes() != *config.mempool.data_room_bytes.get_ref() {
+        info!(
+            configured = *config.mempool.data_room_bytes.get_ref(),
+            used = config.data_room_bytes(),
+            "mbuf data room raised to hold the af_packet ring frames"
+        );
+    }
     let mut ports = Vec::with_capacity(2);
     for port_config in config.ports.get_ref() {
+        let ring = port_config.af_packet_ring(queues).transpose()?;
+        if let Some(r) = &ring {
+            info!(
+                device = %r.device,
+                iface = %r.iface,
+                framesz = r.frame_size,
+                blocksz = r.block_size,
+                framecnt = r.frame_count,
+                rx_cut_at = r.rx_cut_at,
+                "af_packet ring"
+            );
+        }
         let settings = PortSettings {
             rx_queues: queues,
             tx_queues: queues,
@@ -185,6 +237,8 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
             promiscuous: port_config.promiscuous,
             rx_timestamp: port_config.rx_timestamp,
             mtu: *port_config.mtu.get_ref(),
+            rx_cut_at: ring.as_ref().map_or(u32::MAX, |r| r.rx_cut_at),
+            kernel_iface: ring.as_ref().map(|r| r.iface.clone()),
         };
         let port = Port::open(&eal, &port_config.device_name(), &pool, &settings)?;
         let i = port.info();
@@ -203,10 +257,13 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
             tx_multi_segment = i.tx_multi_segment,
             mtu = i.mtu,
             promiscuous = i.promiscuous,
+            rx_cut_at = i.rx_cut_at,
+            tx_max_frame = i.tx_max_frame,
+            tx_chained_max = i.tx_chained_max,
             "port started"
         );
         if !i.transmits_chained_mbufs() {
-            let data_room = u32::from(*config.mempool.data_room_bytes.get_ref()).saturating_sub(128);
+            let data_room = u32::from(config.data_room_bytes()).saturating_sub(128);
             warn!(
                 port = ports.len(),
                 name = %i.name,
@@ -238,6 +295,11 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let settings = WorkerSettings {
         burst_size: *config.workers.burst_size.get_ref(),
         tx_retry_limit: config.workers.tx_retry_limit,
+        monitor: config.workers.monitor,
+        idle_after_cycles: (u128::from(config.workers.idle_after_us) * u128::from(eal.tsc_hz()) / 1_000_000)
+            .try_into()
+            .unwrap_or(u64::MAX),
+        idle_sleep: Duration::from_micros(u64::from(config.workers.idle_sleep_us)),
     };
 
     // The epoch rings: one link per worker, all allocation here.
@@ -259,8 +321,8 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let mut jobs = Vec::with_capacity(usize::from(queues));
     for (q, lcore) in (0..queues).zip(lcores) {
         let mut paths = [
-            path(Direction::Port0ToPort1, q, port0, port1, rx_timestamp)?,
-            path(Direction::Port1ToPort0, q, port1, port0, rx_timestamp)?,
+            path(Direction::Port0ToPort1, q, port0, port1, rx_timestamp, settings.monitor)?,
+            path(Direction::Port1ToPort0, q, port1, port0, rx_timestamp, settings.monitor)?,
         ];
         let worker_counters: &WorkerCounters = &counters[usize::from(q)];
         let shared: &SharedCounters = &measure_counters[usize::from(q)];
@@ -305,7 +367,15 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         });
     }
 
-    info!(workers = queues, burst_size = settings.burst_size, measuring, "forwarding");
+    info!(
+        workers = queues,
+        burst_size = settings.burst_size,
+        measuring,
+        monitor = settings.monitor,
+        idle_after_us = config.workers.idle_after_us,
+        idle_sleep_us = config.workers.idle_sleep_us,
+        "forwarding"
+    );
     let started = Instant::now();
     let mut control = Control {
         config,
@@ -478,12 +548,19 @@ fn path<'p>(
     rx: &'p Port<'_>,
     tx: &'p Port<'_>,
     rx_timestamp: Option<RxTimestampField>,
+    monitor: bool,
 ) -> anyhow::Result<Path<'p>> {
     Ok(Path {
         rx: rx.rx_queue(queue)?,
         tx: tx.tx_queue(queue)?,
         info: PathInfo { direction, queue, rx_timestamp },
-        drop_chained: rx.info().may_receive_chained_mbufs() && !tx.info().transmits_chained_mbufs(),
+        screen: FrameScreen {
+            check_chains: rx.info().may_receive_chained_mbufs(),
+            rx_cut_at: rx.info().rx_cut_at,
+            // A monitor transmits nothing, so no egress limit applies.
+            tx_max: if monitor { u32::MAX } else { tx.info().tx_max_frame },
+            tx_chained_max: if monitor { u32::MAX } else { tx.info().tx_chained_max },
+        },
     })
 }
 
@@ -651,6 +728,7 @@ fn log_counters(
             let ingress = &snap[p];
             let egress = &snap[1 - p];
             total.rx += ingress.rx_packets;
+            total.truncated_dropped += ingress.truncated_dropped;
             total.tx += egress.tx_packets;
             total.tx_retries += egress.tx_retries;
             total.tx_dropped += egress.tx_dropped;
@@ -676,6 +754,7 @@ fn log_counters(
             tx_retries = t.tx_retries,
             tx_dropped = t.tx_dropped,
             oversize_dropped = t.oversize_dropped,
+            truncated_dropped = t.truncated_dropped,
             dev_rx = device.rx_packets,
             dev_tx = device.tx_packets,
             dev_imissed = device.rx_missed,
@@ -699,6 +778,7 @@ fn log_counters(
                     tx_retries = snap[1 - p].tx_retries,
                     tx_dropped = snap[1 - p].tx_dropped,
                     oversize_dropped = snap[1 - p].oversize_dropped,
+                    truncated_dropped = snap[p].truncated_dropped,
                     "queue counters"
                 );
             }

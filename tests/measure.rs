@@ -132,7 +132,19 @@ fn appliance(
     workers: usize,
     extra: &str,
 ) -> (PathBuf, std::process::Output) {
-    let out = dir.join(format!("run{workers}"));
+    appliance_in(dir, &format!("run{workers}"), pcaps, workers, "", extra)
+}
+
+/// [`appliance`] into `dir/name`, with `workers_extra` added to `[workers]`.
+fn appliance_in(
+    dir: &Path,
+    name: &str,
+    pcaps: &[PathBuf; 2],
+    workers: usize,
+    workers_extra: &str,
+    extra: &str,
+) -> (PathBuf, std::process::Output) {
+    let out = dir.join(name);
     std::fs::create_dir_all(&out).expect("mkdir");
     let mut devices = Vec::new();
     for (port, pcap) in pcaps.iter().enumerate() {
@@ -153,7 +165,7 @@ fn appliance(
     // Two lcores may share a CPU (this machine has two): worker 0 shares CPU 0 with the main lcore.
     let cores = if workers == 1 { "[1]" } else { "[0, 1]" };
     let text = format!(
-        "[eal]\n{}\nmain_core = 0\n[workers]\ncores = {cores}\n[mempool]\ndata_room_bytes = 9344\n\
+        "[eal]\n{}\nmain_core = 0\n[workers]\ncores = {cores}\n{workers_extra}\n[mempool]\ndata_room_bytes = 9344\n\
          [stats]\ninterval_ms = 0\n[stop]\nidle_ms = 400\nafter_ms = 50000\n\
          [[port]]\ndevice = \"{}\"\n[[port]]\ndevice = \"{}\"\n{}",
         eal_args_toml(&out),
@@ -277,4 +289,85 @@ fn a_slow_control_thread_causes_counted_overruns_and_no_stall() {
         .map(|l| l["summary"]["measured"].as_u64().unwrap())
         .sum();
     assert_eq!(published + field("overrun_packets"), field("measured"), "{}", describe(&output));
+}
+
+/// Monitor mode (rx-only mirror ports, one direction each) measures exactly what inline mode
+/// measures on the same frames, and transmits nothing.
+#[test]
+fn monitor_mode_measures_exactly_what_inline_mode_measures() {
+    let dir = scratch();
+    let d = dir.path();
+    let pcaps = trace(d);
+    let extra = "[epochs]\nlength_ms = 50\noverrun = \"wait\"\n";
+    let (inline, _) = appliance_in(d, "inline", &pcaps, 1, "", extra);
+    let (monitor, output) = appliance_in(d, "monitor", &pcaps, 1, "monitor = true", extra);
+    let per_kind = assert_same_bodies(&dump(&inline), &dump(&monitor));
+    assert!(per_kind.get("fridge").copied().unwrap_or(0) >= 10, "{per_kind:?}");
+    assert_eq!(lines(&inline), lines(&monitor), "JSON lines differ");
+    for port in 0..2 {
+        assert!(
+            read_frames(&monitor.join(format!("out{port}_q0.pcap"))).is_empty(),
+            "port {port} transmitted"
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for (port, pcap) in pcaps.iter().enumerate() {
+        let rx = read_timed(pcap).len();
+        assert!(stdout.contains(&format!("port {port}: rx {rx} tx 0 ")), "{}", describe(&output));
+    }
+}
+
+/// An IPv4/UDP frame of `len` bytes with a valid header checksum.
+fn udp_frame(len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip_len = (len - 14) as u16;
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[198, 51, 100, 1]);
+    ip[16..20].copy_from_slice(&[203, 0, 113, 1]);
+    let sum: u32 = ip.chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+    let sum = (sum & 0xffff) + (sum >> 16);
+    let sum = !(((sum & 0xffff) + (sum >> 16)) as u16);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    f[34..36].copy_from_slice(&40000u16.to_be_bytes());
+    f[36..38].copy_from_slice(&9u16.to_be_bytes());
+    f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
+    for (i, b) in f[42..].iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    f
+}
+
+/// `run` inspects every byte of a chained frame, as `offline` does: a 20 000-byte datagram
+/// (three mbufs of the 9 344-byte data room) is measured, not cut at 16 KiB and skipped as
+/// truncated (monitor mode, so no egress limit applies).
+#[test]
+fn run_measures_long_chained_frames_whole_like_offline() {
+    let dir = scratch();
+    let d = dir.path();
+    let frames: Vec<(u64, Vec<u8>)> = [60usize, 20_000, 1514]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (1_700_000_000_000_000_000 + i as u64 * 1000, udp_frame(n)))
+        .collect();
+    let pcaps = [d.join("a.pcap"), d.join("b.pcap")];
+    write_timed(&pcaps[0], &frames);
+    write_timed(&pcaps[1], &[]);
+    let extra = "[epochs]\nlength_ms = 50\noverrun = \"wait\"\n";
+    let (_, output) = appliance_in(d, "monitor", &pcaps, 1, "monitor = true", extra);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("measured 3 skipped 0 "), "{}", describe(&output));
+    let off = offline(d, &pcaps, 1);
+    let measured: u64 = lines(&off)
+        .iter()
+        .filter(|l| l["kind"] == "lda")
+        .map(|l| l["summary"]["measured"].as_u64().unwrap())
+        .sum();
+    assert_eq!(measured, 3, "offline measures the same three frames");
 }

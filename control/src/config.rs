@@ -25,6 +25,7 @@ use toml::Spanned;
 use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::pipeline::{OverrunPolicy, SynopsisSet};
 
+use crate::af_packet::{self, AfPacketError, AfPacketRing};
 use crate::core_plan::CorePlan;
 use crate::publish::PointIds;
 use crate::ship::ShipConfig;
@@ -289,6 +290,17 @@ pub struct WorkersConfig {
     pub burst_size: Spanned<u16>,
     /// Extra tx bursts tried while a tx ring is full before the rest is dropped (and counted).
     pub tx_retry_limit: u32,
+    /// Monitor mode, for mirror (SPAN) ports and optical taps: both ports receive only, one
+    /// direction each (port 0 carries port 0 → port 1 traffic, port 1 the reverse), and
+    /// nothing is transmitted. Measures exactly what inline mode measures on the same frames.
+    pub monitor: bool,
+    /// Idle mode: after this many µs without a received frame, a worker sleeps
+    /// `idle_sleep_us` between polls, until a frame arrives. 0 (the default) busy-polls always,
+    /// as a dedicated core should; on a shared core it keeps the worker from starving others.
+    pub idle_after_us: u64,
+    /// Length of each idle pause in µs (the added latency of the first frame after a quiet
+    /// spell is at most this plus the kernel's timer slack).
+    pub idle_sleep_us: u32,
 }
 
 impl Default for WorkersConfig {
@@ -298,6 +310,9 @@ impl Default for WorkersConfig {
             count: Spanned::new(0..0, 1),
             burst_size: Spanned::new(0..0, 32),
             tx_retry_limit: 64,
+            monitor: false,
+            idle_after_us: 0,
+            idle_sleep_us: 100,
         }
     }
 }
@@ -363,8 +378,10 @@ pub struct PortConfig {
     /// Use the NIC's rx timestamp offload when the device advertises it.
     #[serde(default = "yes")]
     pub rx_timestamp: bool,
-    /// MTU to pass; clamped to the device's maximum. Jumbo by default so that nothing the
-    /// wire carries is dropped by the appliance.
+    /// MTU to apply; clamped to the device's advertised maximum, and refused (the run does not
+    /// start) when the device cannot be set to it. For `net_af_packet` it is set on the kernel
+    /// interface and sizes the ring frames ([`crate::af_packet`]). Jumbo by default so that
+    /// nothing the wire carries is dropped by the appliance.
     #[serde(default = "default_mtu")]
     pub mtu: Spanned<u16>,
     /// Rx descriptors per queue.
@@ -417,6 +434,27 @@ impl PortConfig {
 
     fn device_head(&self) -> &str {
         self.device.get_ref().split(',').next().unwrap_or("").trim()
+    }
+
+    /// For a `net_af_packet` port: its kernel ring, with the device arguments derived from the
+    /// MTU, the rx ring size and `queues` (see [`crate::af_packet`]). `None` for other devices.
+    pub fn af_packet_ring(&self, queues: u16) -> Option<Result<AfPacketRing, AfPacketError>> {
+        af_packet::is_af_packet(self.device.get_ref()).then(|| {
+            af_packet::ring(
+                self.device.get_ref(),
+                *self.mtu.get_ref(),
+                *self.rx_descriptors.get_ref(),
+                queues,
+            )
+        })
+    }
+
+    /// The device string handed to the EAL: as written, or completed for kernel ports.
+    pub fn eal_device(&self, queues: u16) -> String {
+        match self.af_packet_ring(queues) {
+            Some(Ok(ring)) => ring.device,
+            _ => self.device.get_ref().trim().to_owned(),
+        }
     }
 }
 
@@ -509,6 +547,19 @@ impl Config {
         PointIds { point: self.point.id, forward_segment: seg.forward, reverse_segment: seg.reverse }
     }
 
+    /// The mbuf data room: `[mempool] data_room_bytes`, raised to what the kernel ports' ring
+    /// frames need (their driver refuses smaller mbufs).
+    pub fn data_room_bytes(&self) -> u16 {
+        let configured = *self.mempool.data_room_bytes.get_ref();
+        let queues = self.queues();
+        self.ports
+            .get_ref()
+            .iter()
+            .filter_map(|p| p.af_packet_ring(queues)?.ok())
+            .map(|r| u16::try_from(r.min_data_room).unwrap_or(u16::MAX))
+            .fold(configured, u16::max)
+    }
+
     /// Mbufs for the pool: the configured number, or enough for every rx ring to be full,
     /// every tx ring to be full, every lcore cache to be full and every worker to hold two
     /// bursts, plus slack for chained jumbo frames; rounded up to 2^k - 1 (DPDK's optimum).
@@ -548,7 +599,7 @@ impl Config {
                     args.push("-a".to_owned());
                     args.push(port.device.get_ref().trim().to_owned());
                 }
-                DeviceKind::Virtual => args.push(format!("--vdev={}", port.device.get_ref().trim())),
+                DeviceKind::Virtual => args.push(format!("--vdev={}", port.eal_device(self.queues()))),
             }
         }
         args
@@ -592,6 +643,9 @@ impl Config {
                 if *desc.get_ref() == 0 {
                     return fail(desc.span(), "a ring needs at least one descriptor".into());
                 }
+            }
+            if let Some(Err(e)) = port.af_packet_ring(self.queues()) {
+                return fail(port.device.span(), e.to_string());
             }
         }
 

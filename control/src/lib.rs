@@ -17,6 +17,7 @@
 //!   in-process); [`report`]: its JSON-lines records and Prometheus metrics.
 //! - [`sim_point`]: simulated points for tests and demos of the shipping path.
 
+pub mod af_packet;
 pub mod auth;
 pub mod colate_archive;
 pub mod config;

@@ -4,8 +4,8 @@
 //! Sinks cannot return errors through [`EpochSink`]: a write failure is logged once, counted,
 //! and the sink goes on (the data path never depends on an output).
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use tracing::warn;
@@ -22,7 +22,9 @@ pub struct JsonLinesSink {
 }
 
 impl JsonLinesSink {
-    /// Lines to `path`, or to stdout when `path` is `-`. Creates (truncates) the file.
+    /// Lines to `path`, or to stdout when `path` is `-`. Appends to an existing file, so that
+    /// a restart never erases earlier results; a last line left unfinished (a crash mid-write)
+    /// is closed with a newline first, so every later line stays a whole JSON object.
     pub fn create(path: &str) -> std::io::Result<Self> {
         let out: Box<dyn Write + Send> = if path == "-" {
             Box::new(std::io::stdout())
@@ -31,7 +33,11 @@ impl JsonLinesSink {
             if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)?;
             }
-            Box::new(BufWriter::new(File::create(p)?))
+            let mut file = OpenOptions::new().create(true).append(true).read(true).open(p)?;
+            if ends_unfinished(&mut file)? {
+                file.write_all(b"\n")?;
+            }
+            Box::new(BufWriter::new(file))
         };
         Ok(Self { out, label: path.to_owned(), lines: 0, failures: 0 })
     }
@@ -73,6 +79,17 @@ impl EpochSink for JsonLinesSink {
             warn!(sink = %self.label, failures = self.failures, "JSON lines that could not be written");
         }
     }
+}
+
+/// The file is not empty and its last byte is not a newline.
+fn ends_unfinished(file: &mut File) -> std::io::Result<bool> {
+    if file.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    file.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
 }
 
 /// Writes each message's encoded body to `<dir>/<kind>-point<P>-segment<S>-epoch<E>.bin`.
@@ -118,5 +135,57 @@ impl EpochSink for BodyDumpSink {
         if self.failures > 0 {
             warn!(dir = %self.dir.display(), failures = self.failures, "epoch bodies that could not be dumped");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wirelat_dataplane::synopsis::SynopsisKind;
+
+    fn message(epoch: u64) -> EpochMessage {
+        EpochMessage {
+            point: 1,
+            segment: 0,
+            epoch,
+            epoch_len_ns: 1_000_000,
+            kind: SynopsisKind::Fridge,
+            fingerprint: 7,
+            complete: true,
+            body: Vec::new(),
+            summary: serde_json::json!({}),
+        }
+    }
+
+    fn write_epochs(path: &str, epochs: std::ops::Range<u64>) {
+        let mut sink = JsonLinesSink::create(path).unwrap();
+        for e in epochs {
+            sink.deliver(&message(e));
+        }
+        sink.close();
+    }
+
+    #[test]
+    fn a_restart_appends_and_closes_an_unfinished_line() {
+        let dir = std::env::temp_dir().join(format!("w13-json-append-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("out.jsonl");
+        let p = path.to_str().unwrap();
+        write_epochs(p, 0..2);
+        write_epochs(p, 2..3);
+        // A crash mid-line, then another restart.
+        OpenOptions::new().append(true).open(&path).unwrap().write_all(b"{\"point\":1,").unwrap();
+        write_epochs(p, 3..4);
+
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 5, "{text}");
+        let epochs: Vec<u64> = lines
+            .iter()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|v| v["epoch"].as_u64().unwrap())
+            .collect();
+        assert_eq!(epochs, [0, 1, 2, 3], "every whole line survives the restarts: {text}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

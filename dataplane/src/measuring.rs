@@ -22,9 +22,10 @@ use crate::dpdk::{self, MbufBurst, RxTimestampField};
 use crate::pipeline::{Pipeline, SharedCounters, StagedBurst};
 use crate::worker::{BurstHook, PathInfo};
 
-/// Largest frame the hook copies out of a chained mbuf (larger frames are inspected on their
-/// first this many bytes, which hold every header and the identity's payload prefix).
-pub const MAX_COPIED_FRAME: usize = 16 * 1024;
+/// Largest frame the hook copies out of a chained mbuf: libpcap's largest record, so that
+/// `run` inspects every byte of a chained frame as `offline` does (with a smaller buffer the
+/// two measured different packets: a frame cut at 16 KiB fails its IP length check).
+pub const MAX_COPIED_FRAME: usize = 256 * 1024;
 
 /// Publish the counters every this many bursts (and when idle, and at the end).
 const PUBLISH_EVERY_BURSTS: u32 = 64;

@@ -6,17 +6,26 @@
 //! needs that). One worker per queue index, each on its own EAL lcore; the main lcore runs the
 //! control/statistics loop and only reads the counters.
 //!
-//! Per burst, in one pass: rx burst → [`BurstHook::on_burst`] (measurement; a no-op when only
-//! forwarding) → tx burst, retried a bounded number of times while the tx ring is full → what
-//! is still unsent is freed and counted as dropped, never silently.
+//! Per burst: rx burst → [`FrameScreen`] (frames cut short, with broken mbuf chains or too
+//! long for the egress are freed and counted by reason) → [`BurstHook::on_burst`]
+//! (measurement; a no-op when only forwarding) → tx burst, retried a bounded number of times
+//! while the tx ring is full → what is still unsent is freed and counted as dropped, never
+//! silently. The screen is a second pass over the burst's mbuf headers (first cache line, which
+//! rx just wrote), a departure from "one pass per burst": it must run before the hook so that
+//! nothing is measured that is not forwarded, and the hook must not depend on egress limits.
+//! Paths whose ports need no check skip it.
 //!
-//! Must never: allocate, lock, log or make a syscall inside [`run`]; reorder frames.
+//! Must never: allocate, lock, log or make a syscall inside [`run`] (idle mode's sleep after a
+//! quiet spell, off by default, is the one exception); reorder frames.
+//!
+//! Monitor mode ([`WorkerSettings::monitor`]): the same loop with the transmit replaced by a
+//! free, for mirror ports and taps; each port's frames are one direction.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crossbeam::utils::CachePadded;
 
-use crate::dpdk::{MbufBurst, RxQueue, RxTimestampField, TxQueue};
+use crate::dpdk::{MbufBurst, MbufView, RxQueue, RxTimestampField, TxQueue};
 
 /// The two directions of the bump in the wire; index into [`WorkerCounters::paths`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,11 +101,67 @@ pub struct Path<'p> {
     pub tx: TxQueue<'p>,
     /// Passed to the hook.
     pub info: PathInfo,
-    /// Chained (multi-segment) mbufs can arrive here and the egress port cannot transmit
-    /// them: such frames are then freed before tx and counted in
-    /// [`PathCounters::oversize_dropped`]. Costs a look at every mbuf, so it is only set when
-    /// needed (see `PortInfo::may_receive_chained_mbufs` / `transmits_chained_mbufs`).
-    pub drop_chained: bool,
+    /// What is checked on every received frame before the hook sees it and the egress sends
+    /// it (nothing when [`FrameScreen::is_active`] is false).
+    pub screen: FrameScreen,
+}
+
+/// The checks a path applies to each received frame, so that nothing leaves cut short,
+/// corrupt or at a length the egress would cut, and nothing is measured that is not forwarded.
+/// Frames that fail are freed before the hook and counted by reason. Built from the two ports'
+/// `PortInfo` (ingress limits, egress limits); costs one look at each mbuf, so a path whose
+/// ports need none of it skips the pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameScreen {
+    /// Verify each mbuf's segment chain (`MbufView::chain_is_whole`): set when the ingress may
+    /// deliver chained mbufs. Broken chains count as [`PathCounters::truncated_dropped`].
+    pub check_chains: bool,
+    /// Frames this long or longer may have been cut by the ingress (a kernel ring frame filled
+    /// to its end hands over its first bytes only): counted as
+    /// [`PathCounters::truncated_dropped`]. `u32::MAX` when the ingress never cuts frames.
+    pub rx_cut_at: u32,
+    /// Longest frame the egress transmits whole: longer frames count as
+    /// [`PathCounters::oversize_dropped`]. `u32::MAX`: any length.
+    pub tx_max: u32,
+    /// Longest chained (multi-segment) frame the egress transmits whole: longer chained frames
+    /// count as [`PathCounters::oversize_dropped`]. 0: none; `u32::MAX`: any length.
+    pub tx_chained_max: u32,
+}
+
+impl FrameScreen {
+    /// No check at all: every frame is forwarded as received.
+    pub const NONE: FrameScreen =
+        FrameScreen { check_chains: false, rx_cut_at: u32::MAX, tx_max: u32::MAX, tx_chained_max: u32::MAX };
+
+    /// Some check applies, so the path must look at every frame.
+    pub fn is_active(&self) -> bool {
+        *self != Self::NONE
+    }
+
+    /// Why a frame must not be forwarded, if it must not.
+    #[inline(always)]
+    pub fn reject(&self, m: &MbufView<'_>) -> Option<Rejection> {
+        if self.check_chains && !m.chain_is_whole() {
+            return Some(Rejection::Truncated);
+        }
+        let len = m.pkt_len();
+        if len >= self.rx_cut_at {
+            return Some(Rejection::Truncated);
+        }
+        if len > self.tx_max || (m.segments() > 1 && len > self.tx_chained_max) {
+            return Some(Rejection::Oversize);
+        }
+        None
+    }
+}
+
+/// Why [`FrameScreen`] held a frame back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// The frame arrived cut or with a broken segment chain.
+    Truncated,
+    /// The egress cannot transmit a frame this long whole.
+    Oversize,
 }
 
 /// Per-worker tuning.
@@ -106,6 +171,14 @@ pub struct WorkerSettings {
     pub burst_size: u16,
     /// Extra tx bursts tried while the tx ring is full before the rest is dropped.
     pub tx_retry_limit: u32,
+    /// Monitor mode: received frames are measured and freed, never transmitted (mirror ports,
+    /// taps). Counted in [`PathCounters::rx_packets`] only.
+    pub monitor: bool,
+    /// Idle mode: after this many TSC cycles without a received frame the worker sleeps
+    /// `idle_sleep` between polls. 0: never (busy polling).
+    pub idle_after_cycles: u64,
+    /// Length of each idle pause.
+    pub idle_sleep: std::time::Duration,
 }
 
 /// Counters of one direction of one worker. Written only by that worker (relaxed load+store,
@@ -120,8 +193,11 @@ pub struct PathCounters {
     pub tx_retries: AtomicU64,
     /// Frames freed because the egress ring stayed full after every retry.
     pub tx_dropped: AtomicU64,
-    /// Multi-segment frames freed because the egress port cannot transmit them.
+    /// Multi-segment frames freed because the egress port cannot transmit them whole.
     pub oversize_dropped: AtomicU64,
+    /// Frames freed because they arrived cut short (longer than the ingress's ring frames) or
+    /// with a broken mbuf chain: never forwarded as if whole, never measured.
+    pub truncated_dropped: AtomicU64,
 }
 
 /// A plain copy of [`PathCounters`].
@@ -137,6 +213,8 @@ pub struct PathSnapshot {
     pub tx_dropped: u64,
     /// See [`PathCounters::oversize_dropped`].
     pub oversize_dropped: u64,
+    /// See [`PathCounters::truncated_dropped`].
+    pub truncated_dropped: u64,
 }
 
 impl PathCounters {
@@ -148,6 +226,7 @@ impl PathCounters {
             tx_retries: self.tx_retries.load(Ordering::Relaxed),
             tx_dropped: self.tx_dropped.load(Ordering::Relaxed),
             oversize_dropped: self.oversize_dropped.load(Ordering::Relaxed),
+            truncated_dropped: self.truncated_dropped.load(Ordering::Relaxed),
         }
     }
 }
@@ -181,6 +260,8 @@ pub fn run<H: BurstHook>(
 ) {
     let mut burst = MbufBurst::new();
     let mut polls: u64 = 0;
+    // TSC of the first empty poll of the current quiet spell (idle mode only).
+    let mut quiet_since: Option<u64> = None;
 
     while !stop.load(Ordering::Relaxed) {
         let mut received: u16 = 0;
@@ -192,18 +273,32 @@ pub fn run<H: BurstHook>(
             }
             received += n;
             bump(&c.rx_packets, u64::from(n));
+            screen(&path.screen, &mut burst, c);
+            if burst.is_empty() {
+                continue;
+            }
 
             hook.on_burst(&path.info, &burst);
-
-            if path.drop_chained {
-                let freed = burst.retain(|m| m.segments() == 1);
-                bump(&c.oversize_dropped, freed as u64);
+            if settings.monitor {
+                burst.free_all();
+            } else {
+                transmit(&mut path.tx, &mut burst, settings.tx_retry_limit, c);
             }
-            transmit(&mut path.tx, &mut burst, settings.tx_retry_limit, c);
         }
 
         if received == 0 {
             hook.on_idle();
+            if settings.idle_after_cycles > 0 {
+                let now = crate::dpdk::rdtsc();
+                let since = *quiet_since.get_or_insert(now);
+                if now.wrapping_sub(since) >= settings.idle_after_cycles {
+                    // Idle mode (off by default): the one syscall of the loop, made only
+                    // after a quiet spell, so that a shared core is given back.
+                    std::thread::sleep(settings.idle_sleep);
+                }
+            }
+        } else {
+            quiet_since = None;
         }
         polls += 1;
         counters.polls.store(polls, Ordering::Relaxed);
@@ -249,6 +344,7 @@ pub fn run_trace_ordered<H: BurstHook>(
             let n = path.rx.recv(burst, settings.burst_size);
             if n > 0 {
                 bump(&c.rx_packets, u64::from(n));
+                screen(&path.screen, burst, c);
             }
         }
         let pending = [next[0] < bursts[0].len(), next[1] < bursts[1].len()];
@@ -289,15 +385,41 @@ pub fn run_trace_ordered<H: BurstHook>(
     hook.on_stop();
 }
 
-/// Sends a fully handled burst (dropping chained frames the egress cannot send).
+/// Frees and counts, by reason, the frames of a just-received burst that `screen` rejects.
+#[inline(always)]
+fn screen(screen: &FrameScreen, burst: &mut MbufBurst, c: &PathCounters) {
+    if !screen.is_active() {
+        return;
+    }
+    let (mut truncated, mut oversize) = (0u64, 0u64);
+    burst.retain(|m| match screen.reject(m) {
+        None => true,
+        Some(Rejection::Truncated) => {
+            truncated += 1;
+            false
+        }
+        Some(Rejection::Oversize) => {
+            oversize += 1;
+            false
+        }
+    });
+    if truncated > 0 {
+        bump(&c.truncated_dropped, truncated);
+    }
+    if oversize > 0 {
+        bump(&c.oversize_dropped, oversize);
+    }
+}
+
+/// Sends a fully handled burst (already screened on receipt).
 #[inline(always)]
 fn finish_burst(path: &mut Path<'_>, burst: &mut MbufBurst, settings: &WorkerSettings, c: &PathCounters) {
     if burst.is_empty() {
         return;
     }
-    if path.drop_chained {
-        let freed = burst.retain(|m| m.segments() == 1);
-        bump(&c.oversize_dropped, freed as u64);
+    if settings.monitor {
+        burst.free_all();
+        return;
     }
     transmit(&mut path.tx, burst, settings.tx_retry_limit, c);
 }

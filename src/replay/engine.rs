@@ -120,7 +120,12 @@ pub fn run(
             tx_descriptors: s.tx_descriptors,
             promiscuous: false,
             rx_timestamp: false,
-            mtu: 9000,
+            // The MTU the largest frame needs (at least 1500, at most 9000 as before): a port
+            // refuses an MTU it cannot apply, and a kernel port (af_packet) applies 1500 with
+            // its default ring but not 9000.
+            mtu: u16::try_from(f.max_frame.saturating_sub(14).clamp(1500, 9000)).unwrap_or(9000),
+            rx_cut_at: u32::MAX,
+            kernel_iface: None,
         };
         let port = Port::open(&eal, &s.device_name(), &pool, &settings)?;
         let room = usize::from(data_room).saturating_sub(128);

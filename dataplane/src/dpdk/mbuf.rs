@@ -385,6 +385,34 @@ impl MbufView<'_> {
         self.raw().nb_segs
     }
 
+    /// The mbuf holds the frame it claims: exactly [`Self::segments`] linked segments whose
+    /// data lengths add up to [`Self::pkt_len`]. Drivers are trusted for this elsewhere, but
+    /// DPDK 22.11's pcap device builds chains that break it for some records longer than
+    /// 65 535 bytes (its transmit then reads past the chain and crashes), so a forwarder that
+    /// may receive chains checks them before anything reads or sends them. One comparison for
+    /// a single-segment mbuf; a walk bounded by the declared segment count otherwise.
+    #[inline]
+    pub fn chain_is_whole(&self) -> bool {
+        let head = self.raw();
+        if head.nb_segs <= 1 {
+            // First cache line only (`next` lives in the second): the common case costs no miss.
+            return head.nb_segs == 1 && u32::from(head.data_len) == head.pkt_len;
+        }
+        let mut total: u64 = 0;
+        let mut seg: *const rte_mbuf = self.mbuf;
+        for _ in 0..head.nb_segs {
+            if seg.is_null() {
+                return false;
+            }
+            // SAFETY: `seg` is the head or a `next` link of the chain, valid while the head is
+            // owned by the burst (constructor contract).
+            let m = unsafe { &*seg };
+            total += u64::from(m.data_len);
+            seg = m.next;
+        }
+        seg.is_null() && total == u64::from(head.pkt_len)
+    }
+
     /// The port the mbuf was received on.
     #[inline]
     pub fn port(&self) -> u16 {

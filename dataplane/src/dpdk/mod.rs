@@ -16,6 +16,7 @@
 mod eal;
 mod error;
 mod hugealloc;
+mod kernel_iface;
 mod mbuf;
 mod mempool;
 mod port;
@@ -25,6 +26,7 @@ pub use crate::cpu::{prefetch, rdtsc};
 pub use eal::{Eal, LcoreJob, LcoreOutcome};
 pub use error::{DpdkError, RteErrno};
 pub use hugealloc::{HUGE_PAGE_BYTES, HUGE_PAGE_THRESHOLD_BYTES, HugePageAlloc};
+pub use kernel_iface::{KernelIfaceError, gro_enabled as kernel_iface_gro, index as kernel_iface_index};
 pub use mbuf::{MAX_BURST, MbufBurst, MbufView, PushError, PushedFrame, RxTimestampField};
 pub use mempool::{Mempool, MempoolSettings};
 pub use port::{LinkStatus, Port, PortInfo, PortSettings, PortStats, RxQueue, TxQueue};

@@ -3,7 +3,7 @@
 
 use std::ffi::{CStr, CString, c_char};
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::eal::Eal;
 use super::error::{DpdkError, RteErrno};
@@ -26,6 +26,15 @@ const SYMMETRIC_RSS_KEY: [u8; 52] = {
 /// Ethernet header + CRC + two VLAN tags: frame bytes beyond the MTU.
 const FRAME_OVERHEAD_BYTES: u32 = 14 + 4 + 8;
 
+/// Drivers that send through a Linux interface's transmit path, which refuses frames above
+/// its MTU (a tap device's frames enter the kernel as received ones instead, so it is not
+/// listed).
+const KERNEL_BACKED_DRIVERS: [&str; 2] = ["net_af_packet", "net_af_xdp"];
+
+/// Frame bytes beyond the MTU that a Linux interface transmits: the Ethernet header and one
+/// VLAN tag (no CRC: the kernel's frames exclude it).
+const KERNEL_TX_OVERHEAD_BYTES: u32 = 14 + 4;
+
 /// What to ask of a port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortSettings {
@@ -41,8 +50,16 @@ pub struct PortSettings {
     pub promiscuous: bool,
     /// Enable the hardware rx timestamp offload when the device advertises it.
     pub rx_timestamp: bool,
-    /// Requested MTU; clamped to what the device supports.
+    /// Requested MTU; clamped to the device's advertised maximum, and refused with an error
+    /// when the device cannot be set to it at all.
     pub mtu: u16,
+    /// Received frames this long or longer may have been cut by the device (a kernel ring
+    /// frame of `net_af_packet` filled to its end): see [`PortInfo::rx_cut_at`]. `u32::MAX`
+    /// when the device hands over whole frames only.
+    pub rx_cut_at: u32,
+    /// The Linux interface under a kernel-backed port (`net_af_packet`'s `iface=`): its MTU
+    /// is set directly and its ring drops are read into [`PortStats::rx_missed`].
+    pub kernel_iface: Option<String>,
 }
 
 /// What the port ended up with after configuration.
@@ -72,10 +89,22 @@ pub struct PortInfo {
     pub rx_scatter: bool,
     /// The device transmits multi-segment mbufs.
     pub tx_multi_segment: bool,
-    /// MTU configured (0 when the device keeps its default).
+    /// MTU in force once started (as the device reports it).
     pub mtu: u32,
     /// Promiscuous mode is on.
     pub promiscuous: bool,
+    /// Received frames this long or longer may have been cut by the device and are never
+    /// forwarded as whole (`u32::MAX`: no such length).
+    pub rx_cut_at: u32,
+    /// Longest frame the device transmits whole (`u32::MAX`: no limit known). Longer ones are
+    /// dropped and counted before transmission, because some drivers cut or silently discard
+    /// them (22.11's `net_af_packet` frees frames longer than its ring frames, and the kernel
+    /// refuses frames above the interface MTU).
+    pub tx_max_frame: u32,
+    /// Longest chained (multi-segment) frame the device transmits whole: 0 when it cannot
+    /// send chains at all; 16 128 for 22.11's `net_pcap`, which writes at most
+    /// `RTE_ETHER_MAX_JUMBO_FRAME_LEN` bytes of a chain and crashes on some longer ones.
+    pub tx_chained_max: u32,
 }
 
 impl PortInfo {
@@ -93,9 +122,21 @@ impl PortInfo {
 
     /// The port transmits chained mbufs whole: it advertises the multi-segment tx offload, or
     /// it is a virtual device (DPDK's software drivers copy or pass whole chains; the pcap
-    /// driver of 22.11 does so without advertising the offload).
+    /// driver of 22.11 does so without advertising the offload, up to
+    /// [`Self::tx_chained_max`] bytes).
     pub fn transmits_chained_mbufs(&self) -> bool {
         self.tx_multi_segment || self.is_virtual()
+    }
+
+    /// The longest chained frame this port sends whole (see [`Self::tx_chained_max`]).
+    fn chained_limit(&self) -> u32 {
+        if !self.transmits_chained_mbufs() {
+            0
+        } else if self.driver == "net_pcap" {
+            dpdk_sys::RTE_ETHER_MAX_JUMBO_FRAME_LEN
+        } else {
+            u32::MAX
+        }
     }
 }
 
@@ -110,7 +151,8 @@ pub struct PortStats {
     pub rx_bytes: u64,
     /// Bytes sent.
     pub tx_bytes: u64,
-    /// Frames the device dropped because no rx descriptor was free (we polled too slowly).
+    /// Frames the device dropped because no rx descriptor was free (we polled too slowly);
+    /// for a kernel port, the frames its packet rings dropped when full (`tp_drops`).
     pub rx_missed: u64,
     /// Erroneous received frames.
     pub rx_errors: u64,
@@ -132,6 +174,10 @@ pub struct LinkStatus {
 /// A configured and started port; stopped and closed on drop.
 pub struct Port<'pool> {
     info: PortInfo,
+    /// Index of the kernel interface whose packet-ring drops count as `imissed`.
+    kernel_ifindex: Option<u32>,
+    /// `tp_drops` read so far (the kernel resets it on each read).
+    kernel_drops: AtomicU64,
     rx_taken: Vec<AtomicBool>,
     tx_taken: Vec<AtomicBool>,
     _pool: PhantomData<&'pool ()>,
@@ -149,6 +195,8 @@ impl<'pool> Port<'pool> {
         let id = find_port(name)?;
         let mut port = Port {
             info: empty_info(id, name),
+            kernel_ifindex: None,
+            kernel_drops: AtomicU64::new(0),
             rx_taken: Vec::new(),
             tx_taken: Vec::new(),
             _pool: PhantomData,
@@ -202,13 +250,15 @@ impl<'pool> Port<'pool> {
             conf.rxmode.offloads |= u64::from(dpdk_sys::RTE_ETH_RX_OFFLOAD_TIMESTAMP);
             self.info.rx_timestamp_offload = true;
         }
-        // MTU: the largest the device accepts up to the requested one (a device that reports
-        // no limit keeps its default, as do software devices that take any frame size).
+        // MTU: the largest the device advertises up to the requested one, given at configure
+        // time when the device's frame limit allows it; otherwise set after configure (drivers
+        // such as net_af_packet advertise a 1518-byte frame limit but set their kernel
+        // interface's MTU), and refused if that fails too.
         let mtu = u32::from(settings.mtu.clamp(dev.min_mtu, dev.max_mtu.max(dev.min_mtu)));
         let max_frame = mtu + FRAME_OVERHEAD_BYTES;
-        if dev.max_mtu > 0 && dev.max_rx_pktlen >= max_frame {
+        let mtu_at_configure = dev.max_mtu > 0 && dev.max_rx_pktlen >= max_frame;
+        if mtu_at_configure {
             conf.rxmode.mtu = mtu;
-            self.info.mtu = mtu;
         }
         // Frames longer than one mbuf need chained segments on receive and on transmit.
         let data_room = pool_data_room(pool);
@@ -226,6 +276,12 @@ impl<'pool> Port<'pool> {
         let ret =
             unsafe { dpdk_sys::rte_eth_dev_configure(id, settings.rx_queues, settings.tx_queues, &conf) };
         self.check(ret, "rte_eth_dev_configure")?;
+        if !mtu_at_configure {
+            match &settings.kernel_iface {
+                Some(iface) => self.set_kernel_mtu(iface, mtu)?,
+                None => self.set_mtu(mtu)?,
+            }
+        }
 
         let mut rx_desc = settings.rx_descriptors;
         let mut tx_desc = settings.tx_descriptors;
@@ -267,6 +323,30 @@ impl<'pool> Port<'pool> {
             // SAFETY: plain query.
             self.info.promiscuous = unsafe { dpdk_sys::rte_eth_promiscuous_get(id) } == 1;
         }
+        self.info.mtu = match &settings.kernel_iface {
+            // ethdev keeps its own idea of the MTU; the kernel's is the one frames obey.
+            Some(iface) => {
+                self.kernel_ifindex = super::kernel_iface::index(iface);
+                super::kernel_iface::mtu(iface).map_err(|e| self.capability(e.to_string()))?
+            }
+            None => {
+                let mut mtu_now: u16 = 0;
+                // SAFETY: `mtu_now` is a valid out-parameter for a started port.
+                let ret = unsafe { dpdk_sys::rte_eth_dev_get_mtu(id, &mut mtu_now) };
+                self.check(ret, "rte_eth_dev_get_mtu")?;
+                u32::from(mtu_now)
+            }
+        };
+        self.info.rx_cut_at = settings.rx_cut_at;
+        self.info.tx_chained_max = self.info.chained_limit();
+        // A software device over a kernel interface (af_packet, af_xdp) transmits through the
+        // kernel, which refuses frames above the interface MTU plus an Ethernet header and one
+        // VLAN tag (22.11's af_packet then drops them uncounted). Others take any length.
+        self.info.tx_max_frame = if KERNEL_BACKED_DRIVERS.contains(&self.info.driver.as_str()) {
+            (self.info.mtu + KERNEL_TX_OVERHEAD_BYTES).min(settings.rx_cut_at.saturating_sub(1))
+        } else {
+            u32::MAX
+        };
         self.info.rx_queues = settings.rx_queues;
         self.info.tx_queues = settings.tx_queues;
         self.info.rx_descriptors = rx_desc;
@@ -316,12 +396,20 @@ impl<'pool> Port<'pool> {
         // is supported by ethdev.
         let ret = unsafe { dpdk_sys::rte_eth_stats_get(self.info.id, &mut s) };
         self.check(ret, "rte_eth_stats_get")?;
+        // A kernel port's ring drops, which its driver does not report (see `kernel_iface`).
+        let kernel_drops = match self.kernel_ifindex {
+            Some(ifindex) => {
+                let new = super::kernel_iface::packet_ring_drops(ifindex);
+                self.kernel_drops.fetch_add(new, Ordering::Relaxed) + new
+            }
+            None => 0,
+        };
         Ok(PortStats {
             rx_packets: s.ipackets,
             tx_packets: s.opackets,
             rx_bytes: s.ibytes,
             tx_bytes: s.obytes,
-            rx_missed: s.imissed,
+            rx_missed: s.imissed + kernel_drops,
             rx_errors: s.ierrors,
             tx_errors: s.oerrors,
             rx_nombuf: s.rx_nombuf,
@@ -345,6 +433,38 @@ impl<'pool> Port<'pool> {
         let ret = unsafe { dpdk_sys::rte_eth_link_get_nowait(self.info.id, &mut link) };
         self.check(ret, "rte_eth_link_get_nowait")?;
         Ok(LinkStatus { up: link.link_status() != 0, speed_mbps: link.link_speed })
+    }
+
+    /// Sets the MTU of the kernel interface under the port (unless it already has it).
+    fn set_kernel_mtu(&self, iface: &str, mtu: u32) -> Result<(), DpdkError> {
+        use super::kernel_iface;
+        let current = kernel_iface::mtu(iface).map_err(|e| self.capability(e.to_string()))?;
+        if current != mtu {
+            kernel_iface::set_mtu(iface, mtu).map_err(|e| {
+                self.capability(format!(
+                    "MTU {mtu} cannot be applied to interface {iface} (it has {current}): {e}"
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Sets the MTU of a configured port, or says clearly why it cannot be set.
+    fn set_mtu(&self, mtu: u32) -> Result<(), DpdkError> {
+        let Ok(mtu16) = u16::try_from(mtu) else {
+            return Err(self.capability(format!("MTU {mtu} is above 65535")));
+        };
+        // SAFETY: the port is configured; the driver applies or refuses the MTU.
+        let ret = unsafe { dpdk_sys::rte_eth_dev_set_mtu(self.info.id, mtu16) };
+        if ret < 0 {
+            return Err(self.capability(format!(
+                "MTU {mtu} cannot be applied ({}); for net_af_packet the ring frames (framesz) \
+                 must hold MTU + 66 bytes and the kernel interface must accept the MTU; \
+                 lower [[port]] mtu or raise framesz",
+                RteErrno::from_code(ret)
+            )));
+        }
+        Ok(())
     }
 
     fn device_info(&self) -> Result<dpdk_sys::rte_eth_dev_info, DpdkError> {
@@ -510,6 +630,9 @@ fn empty_info(id: u16, name: &str) -> PortInfo {
         tx_multi_segment: false,
         mtu: 0,
         promiscuous: false,
+        rx_cut_at: u32::MAX,
+        tx_max_frame: u32::MAX,
+        tx_chained_max: u32::MAX,
     }
 }
 
