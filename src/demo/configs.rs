@@ -126,7 +126,7 @@ epoch_len_ns = {epoch_ns}
 
 [report]
 top_flows = 1000000
-fridge_epochs = 1000000
+fridge_epochs = 10000
 
 [colate]
 windows = 1
