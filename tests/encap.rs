@@ -285,23 +285,8 @@ fn bodies(dir: &Path, pcaps: &[PathBuf; 2], tag: &str) -> BTreeMap<String, Vec<u
         out.join("dump").display()
     );
     std::fs::write(&config, text).expect("config");
-    let output = wirelat()
-        .args(["offline", "--config"])
-        .arg(&config)
-        .arg("--port0")
-        .arg(&pcaps[0])
-        .arg("--port1")
-        .arg(&pcaps[1])
-        .output()
-        .expect("run");
-    assert!(output.status.success(), "{}", describe(&output));
-    std::fs::read_dir(out.join("dump"))
-        .expect("dump")
-        .map(|e| {
-            let p = e.expect("entry").path();
-            (p.file_name().expect("name").to_string_lossy().into_owned(), std::fs::read(&p).expect("read"))
-        })
-        .collect()
+    run_offline(&config, pcaps, &[]);
+    read_dump(&out.join("dump"))
 }
 
 #[test]

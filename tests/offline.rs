@@ -63,17 +63,7 @@ fn offline(dir: &Path, pcaps: &[PathBuf; 2], workers: usize) -> PathBuf {
         out.join("dump").display()
     );
     std::fs::write(&config, text).expect("config");
-    let output = wirelat()
-        .args(["offline", "--config"])
-        .arg(&config)
-        .arg("--port0")
-        .arg(&pcaps[0])
-        .arg("--port1")
-        .arg(&pcaps[1])
-        .args(["--workers", &workers.to_string()])
-        .output()
-        .expect("run");
-    assert!(output.status.success(), "{}", describe(&output));
+    run_offline(&config, pcaps, &["--workers", &workers.to_string()]);
     out
 }
 
@@ -119,13 +109,7 @@ fn fridge_bins(lines: &[serde_json::Value]) -> FridgeBins {
 }
 
 fn dump(out: &Path) -> BTreeMap<String, Vec<u8>> {
-    std::fs::read_dir(out.join("dump"))
-        .expect("dump")
-        .map(|e| {
-            let p = e.expect("entry").path();
-            (p.file_name().expect("name").to_string_lossy().into_owned(), std::fs::read(&p).expect("read"))
-        })
-        .collect()
+    read_dump(&out.join("dump"))
 }
 
 #[test]
