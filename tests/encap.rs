@@ -189,16 +189,14 @@ fn every_exchange_in_every_encapsulation_pairs_with_its_exact_delay() {
     let mut fridge = FridgeSynopsis::new(&fcfg).expect("fridge");
     let mut carry = FridgeSynopsis::new_carry(&fcfg);
     // The fridge's own table, for each sample's delay.
-    let mut sets: BTreeMap<ExchangeKind, FridgeSet> = [ExchangeKind::TcpHandshake, ExchangeKind::Dns]
-        .into_iter()
-        .map(|k| (k, FridgeSet::new(&one, 3, WeightMode::Insertions).expect("set")))
-        .collect();
+    // Index 0 handshakes, 1 DNS.
+    let mut sets = [0, 1].map(|_| FridgeSet::new(&one, 3, WeightMode::Insertions).expect("set"));
     let mut delays = Vec::new();
     for r in &records {
         let m = measure(&r.data, &cfg).unwrap_or_else(|e| panic!("frame skipped: {e:?}"));
         let x = m.exchange.expect("every frame is half an exchange");
         fridge.update(&mut carry, &m.observation(r.ts_ns));
-        let set = sets.get_mut(&x.kind).expect("kind");
+        let set = &mut sets[usize::from(x.kind == ExchangeKind::Dns)];
         match x.role {
             Role::Request => {
                 set.on_request(x.id, r.ts_ns);
