@@ -104,6 +104,7 @@ fn observations<'a>(
             flow_hash: 0,
             identity: 0,
             exchange: Some(Exchange { kind: ExchangeKind::TcpHandshake, role: e.role, id: e.id }),
+            encap: wirelat_dataplane::packet::Encap::NONE,
         })
         .collect()
 }
@@ -135,6 +136,7 @@ fn observe<'a>(p: &Packet, flow: &'a FlowKey) -> Observation<'a> {
         flow_hash: 0,
         identity: 0,
         exchange: Some(Exchange { kind: ExchangeKind::TcpHandshake, role, id: p.id_role & !1 }),
+        encap: wirelat_dataplane::packet::Encap::NONE,
     }
 }
 

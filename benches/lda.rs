@@ -86,6 +86,7 @@ fn update(c: &mut Criterion) {
                     flow_hash: id,
                     identity: black_box(id),
                     exchange: None,
+                    encap: wirelat_dataplane::packet::Encap::NONE,
                 };
                 lda.update(&mut (), &obs);
             }

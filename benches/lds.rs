@@ -150,6 +150,7 @@ fn bench_update(c: &mut Criterion<ThreadCpu>, trace: &Trace, pkts: &[Pkt]) {
                             flow_hash: p.flow_hash,
                             identity: p.identity,
                             exchange: None,
+                            encap: wirelat_dataplane::packet::Encap::NONE,
                         };
                         lds.update(&mut (), &obs);
                     }
@@ -176,6 +177,7 @@ fn bench_epoch(c: &mut Criterion<ThreadCpu>, trace: &Trace) {
             flow_hash: f.flow_hash,
             identity: p.identity,
             exchange: None,
+            encap: wirelat_dataplane::packet::Encap::NONE,
         };
         sender.update(&mut (), &obs(p.send_ns));
         receiver.update(&mut (), &obs(p.recv_ns()));
@@ -209,6 +211,7 @@ fn bench_epoch(c: &mut Criterion<ThreadCpu>, trace: &Trace) {
             flow_hash: f.flow_hash,
             identity: p.identity,
             exchange: None,
+            encap: wirelat_dataplane::packet::Encap::NONE,
         };
         s5.update(&mut (), &obs(p.send_ns));
         r5.update(&mut (), &obs(p.recv_ns()));

@@ -66,6 +66,7 @@ fn bench_update(c: &mut Criterion) {
                 flow_hash: 0,
                 identity,
                 exchange: None,
+                encap: wirelat_dataplane::packet::Encap::NONE,
             })
             .collect();
         g.throughput(Throughput::Elements(n as u64));

@@ -812,6 +812,7 @@ fn log_snapshot(label: &str, worker: Option<usize>, s: &CounterSnapshot) {
         skipped_fragment = s.fragment,
         skipped_truncated = s.truncated,
         skipped_malformed = s.malformed,
+        skipped_encapsulation = s.encapsulation,
         untimed = s.untimed,
         late = s.late,
         overrun_epochs = s.overrun_epochs,

@@ -291,6 +291,7 @@ pub fn simulate(
                 flow_hash: p.flow_hash,
                 identity: p.identity,
                 exchange: p.exchange,
+                encap: wirelat_dataplane::packet::Encap::NONE,
             };
             if p.exchange.is_some() {
                 if let (Some(cfg), Some(c)) = (&syn.fridge, carry.as_mut()) {

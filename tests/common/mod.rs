@@ -109,6 +109,39 @@ pub fn read_frames(path: &Path) -> Vec<Vec<u8>> {
     frames
 }
 
+/// Runs `wirelat offline` with `config` on the two port pcaps and `extra` arguments; panics
+/// with the output when it fails.
+pub fn run_offline(config: &Path, pcaps: &[PathBuf; 2], extra: &[&str]) {
+    let output = offline_output(config, pcaps, extra);
+    assert!(output.status.success(), "{}", describe(&output));
+}
+
+/// `wirelat offline` over both of `pcaps` with `config` and `extra` arguments, whatever its
+/// exit status.
+pub fn offline_output(config: &Path, pcaps: &[PathBuf; 2], extra: &[&str]) -> std::process::Output {
+    wirelat()
+        .args(["offline", "--config"])
+        .arg(config)
+        .arg("--port0")
+        .arg(&pcaps[0])
+        .arg("--port1")
+        .arg(&pcaps[1])
+        .args(extra)
+        .output()
+        .expect("run")
+}
+
+/// The files of a dump directory (`[output] dump_dir`): name → bytes.
+pub fn read_dump(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .expect("dump")
+        .map(|e| {
+            let p = e.expect("entry").path();
+            (p.file_name().expect("name").to_string_lossy().into_owned(), std::fs::read(&p).expect("read"))
+        })
+        .collect()
+}
+
 /// Writes `frames` as a pcap file (1 µs apart).
 pub fn write_frames(path: &Path, frames: &[Vec<u8>]) {
     let file = File::create(path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));

@@ -22,7 +22,8 @@ pub enum HeaderError {
 pub enum SkipReason {
     /// ARP (ethertype 0x0806).
     Arp,
-    /// Any other ethertype that is not IPv4 or IPv6 (LLDP, PTP, MPLS, 802.3 length frames, ...).
+    /// Any other ethertype that is not IPv4 or IPv6 (LLDP, PTP, 802.3 length frames, ...), and
+    /// an encapsulation whose walk `[packet.encap]` turns off.
     UnknownEthertype,
     /// An IPv4 fragment (more-fragments set or a non-zero offset) or an IPv6 packet with a
     /// fragment header that is not an atomic fragment: the transport header is absent from
@@ -33,6 +34,52 @@ pub enum SkipReason {
     /// A header is inconsistent (see [`HeaderError::Malformed`]); a transport header that does
     /// not fit in its complete IP packet is malformed, not truncated.
     Malformed,
+    /// More encapsulation layers than `[packet.encap] max_depth`.
+    EncapTooDeep,
+    /// An MPLS stack whose payload is neither IPv4, IPv6 nor (with the control word on) an
+    /// Ethernet pseudowire.
+    Mpls,
+    /// PPPoE that carries no IP packet (discovery, LCP and other PPP control protocols) or has
+    /// a bad version, type or code, or a length too short for its PPP protocol field.
+    Pppoe,
+    /// GRE of version 1 or with routing or RFC 1701 recursion bits, or carrying a protocol
+    /// other than IPv4, IPv6, MPLS and Ethernet.
+    Gre,
+    /// VXLAN without the I (valid VNI) flag.
+    Vxlan,
+    /// GTP-U that is not a version-1 G-PDU, whose extension-header chain is broken, or whose
+    /// user packet is not IPv4/IPv6.
+    Gtpu,
+}
+
+impl SkipReason {
+    /// Every reason, in counter order.
+    pub const ALL: [SkipReason; 11] = [
+        SkipReason::Arp,
+        SkipReason::UnknownEthertype,
+        SkipReason::Fragment,
+        SkipReason::Truncated,
+        SkipReason::Malformed,
+        SkipReason::EncapTooDeep,
+        SkipReason::Mpls,
+        SkipReason::Pppoe,
+        SkipReason::Gre,
+        SkipReason::Vxlan,
+        SkipReason::Gtpu,
+    ];
+
+    /// True for the reasons that concern an encapsulation rather than the measured packet.
+    pub fn is_encapsulation(self) -> bool {
+        matches!(
+            self,
+            SkipReason::EncapTooDeep
+                | SkipReason::Mpls
+                | SkipReason::Pppoe
+                | SkipReason::Gre
+                | SkipReason::Vxlan
+                | SkipReason::Gtpu
+        )
+    }
 }
 
 impl From<HeaderError> for SkipReason {
@@ -61,6 +108,26 @@ pub struct PacketCounters {
     pub truncated: u64,
     /// Frames with an inconsistent header.
     pub malformed: u64,
+    /// Frames skipped for an encapsulation, one counter per reason in [`SkipReason::ALL`]
+    /// order from [`SkipReason::EncapTooDeep`] on (`encap_too_deep`, `mpls`, `pppoe`, `gre`,
+    /// `vxlan`, `gtpu`).
+    #[serde(default)]
+    pub encap: [u64; ENCAP_REASONS],
+}
+
+/// Number of encapsulation skip reasons.
+pub const ENCAP_REASONS: usize = 6;
+
+/// Index of an encapsulation reason in [`PacketCounters::encap`].
+const fn encap_index(reason: SkipReason) -> usize {
+    match reason {
+        SkipReason::Mpls => 1,
+        SkipReason::Pppoe => 2,
+        SkipReason::Gre => 3,
+        SkipReason::Vxlan => 4,
+        SkipReason::Gtpu => 5,
+        _ => 0,
+    }
 }
 
 impl PacketCounters {
@@ -73,6 +140,7 @@ impl PacketCounters {
             SkipReason::Fragment => &mut self.fragment,
             SkipReason::Truncated => &mut self.truncated,
             SkipReason::Malformed => &mut self.malformed,
+            r => &mut self.encap[encap_index(r)],
         };
         *c = c.wrapping_add(1);
     }
@@ -91,7 +159,13 @@ impl PacketCounters {
             SkipReason::Fragment => self.fragment,
             SkipReason::Truncated => self.truncated,
             SkipReason::Malformed => self.malformed,
+            r => self.encap[encap_index(r)],
         }
+    }
+
+    /// Frames skipped for any encapsulation reason.
+    pub fn encap_skipped(&self) -> u64 {
+        self.encap.iter().fold(0u64, |a, c| a.wrapping_add(*c))
     }
 
     /// Every frame counted, measured or not.
@@ -102,6 +176,7 @@ impl PacketCounters {
             .wrapping_add(self.fragment)
             .wrapping_add(self.truncated)
             .wrapping_add(self.malformed)
+            .wrapping_add(self.encap_skipped())
     }
 
     /// Adds another worker's counters (the control thread sums per-core copies).
@@ -112,6 +187,9 @@ impl PacketCounters {
         self.fragment = self.fragment.wrapping_add(other.fragment);
         self.truncated = self.truncated.wrapping_add(other.truncated);
         self.malformed = self.malformed.wrapping_add(other.malformed);
+        for (a, b) in self.encap.iter_mut().zip(other.encap) {
+            *a = a.wrapping_add(b);
+        }
     }
 }
 
@@ -121,14 +199,7 @@ mod tests {
 
     #[test]
     fn each_reason_has_its_own_counter() {
-        let reasons = [
-            SkipReason::Arp,
-            SkipReason::UnknownEthertype,
-            SkipReason::Fragment,
-            SkipReason::Truncated,
-            SkipReason::Malformed,
-        ];
-        for (i, r) in reasons.iter().enumerate() {
+        for (i, r) in SkipReason::ALL.iter().enumerate() {
             let mut c = PacketCounters::default();
             for _ in 0..=i {
                 c.record_skip(*r);
@@ -136,6 +207,11 @@ mod tests {
             assert_eq!(c.skipped(*r), i as u64 + 1);
             assert_eq!(c.total(), i as u64 + 1);
             assert_eq!(c.measured, 0);
+            assert_eq!(c.encap_skipped(), if r.is_encapsulation() { i as u64 + 1 } else { 0 });
+            // No other reason shares the counter.
+            for o in SkipReason::ALL.iter().filter(|o| *o != r) {
+                assert_eq!(c.skipped(*o), 0, "{r:?} counted as {o:?}");
+            }
         }
     }
 

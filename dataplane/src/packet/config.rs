@@ -6,6 +6,7 @@
 //! once at start-up; [`super::inspect`] still clamps every value so an unvalidated config
 //! cannot make it misbehave.
 
+use super::encap::EncapConfig;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -40,6 +41,8 @@ pub struct PacketConfig {
     pub payload_prefix_bytes: usize,
     /// Which request/response classifiers run (for the fridge).
     pub classify: ClassifierConfig,
+    /// Which encapsulations are walked to the measured packet (see [`super::encap`]).
+    pub encap: EncapConfig,
 }
 
 impl Default for PacketConfig {
@@ -48,6 +51,7 @@ impl Default for PacketConfig {
             identity_seed: DEFAULT_IDENTITY_SEED,
             payload_prefix_bytes: DEFAULT_PAYLOAD_PREFIX_BYTES,
             classify: ClassifierConfig::default(),
+            encap: EncapConfig::default(),
         }
     }
 }
@@ -124,7 +128,7 @@ impl PacketConfig {
                 reason: "port 0 is not a port".into(),
             });
         }
-        Ok(())
+        self.encap.validate().map_err(|(field, reason)| PacketConfigError { field, reason })
     }
 
     /// Fingerprint of what two points of a segment must share for their packet identities and
@@ -133,11 +137,21 @@ impl PacketConfig {
     /// one point, sees. Two-point synopses fold this into the fingerprint the peer checks
     /// (`wirelat_control::synopses`), so points with different packet settings are refused
     /// rather than paired into near-total loss.
+    ///
+    /// Of `[packet.encap]`, only the IP tunnels (and, with one on, their ports and the depth
+    /// limit) are folded in, and only when some tunnel is on: a tunnel opened at one point and
+    /// not at the other gives its packets different identities. Tags, MPLS and PPPoE change no
+    /// identity (a point that does not walk them skips those frames), so a configuration
+    /// without tunnels keeps the fingerprint of the builds before the walk existed, and their
+    /// archives and peers stay compatible.
     pub fn identity_fingerprint(&self) -> u64 {
-        let mut bytes = [0u8; 24];
-        bytes[..8].copy_from_slice(IDENTITY_FINGERPRINT_TAG);
-        bytes[8..16].copy_from_slice(&self.identity_seed.to_le_bytes());
-        bytes[16..].copy_from_slice(&(self.prefix_len() as u64).to_le_bytes());
+        let mut bytes = Vec::with_capacity(48);
+        bytes.extend_from_slice(IDENTITY_FINGERPRINT_TAG);
+        bytes.extend_from_slice(&self.identity_seed.to_le_bytes());
+        bytes.extend_from_slice(&(self.prefix_len() as u64).to_le_bytes());
+        if self.encap.opens_tunnels() {
+            bytes.extend_from_slice(&self.encap.fingerprint_bytes());
+        }
         xxhash_rust::xxh3::xxh3_64(&bytes)
     }
 
@@ -188,6 +202,24 @@ mod tests {
         assert!(c.validate().is_err());
         c.classify.dns_ports = vec![53, 0];
         assert!(c.validate().unwrap_err().to_string().contains("port 0"));
+        let mut c = PacketConfig::default();
+        c.encap.max_depth = 0;
+        assert_eq!(c.validate().unwrap_err().field, "encap.max_depth");
+        c.encap.max_depth = 17;
+        assert_eq!(c.validate().unwrap_err().field, "encap.max_depth");
+        c.encap.max_depth = 16;
+        c.validate().unwrap();
+        c.encap.vxlan = true;
+        c.encap.vxlan_ports.clear();
+        assert_eq!(c.validate().unwrap_err().field, "encap.vxlan_ports");
+        c.encap.vxlan_ports = vec![4789, 0];
+        assert!(c.validate().unwrap_err().reason.contains("port 0"));
+        c.encap.vxlan_ports = vec![1, 2, 3, 4, 5];
+        assert!(c.validate().unwrap_err().reason.contains("at most 4"));
+        c.encap.vxlan_ports = vec![4789];
+        c.encap.gtpu = true;
+        c.encap.gtpu_ports.clear();
+        assert_eq!(c.validate().unwrap_err().field, "encap.gtpu_ports");
     }
 
     /// `identity_fingerprint` of the defaults, fixed when it was introduced (wire version 2).
@@ -211,6 +243,40 @@ mod tests {
         assert_eq!(c.identity_fingerprint(), f);
         // Pinned: both points may run different builds, so the value must not drift silently.
         assert_eq!(f, PINNED_DEFAULT_IDENTITY_FINGERPRINT);
+        // Layer-2 encapsulations change no identity, so they leave the fingerprint alone...
+        let mut l2 = a.clone();
+        l2.encap.vlan = false;
+        l2.encap.mpls = false;
+        l2.encap.pppoe = false;
+        l2.encap.max_depth = 3;
+        l2.encap.vxlan_ports = vec![8472];
+        assert_eq!(l2.identity_fingerprint(), f);
+        // ...and every tunnel setting that moves a packet's identity changes it.
+        let mut seen = vec![f];
+        for change in [
+            |c: &mut PacketConfig| c.encap.gre = true,
+            |c: &mut PacketConfig| c.encap.vxlan = true,
+            |c: &mut PacketConfig| c.encap.gtpu = true,
+            |c: &mut PacketConfig| c.encap.ip_in_ip = true,
+            |c: &mut PacketConfig| {
+                c.encap.vxlan = true;
+                c.encap.vxlan_ports = vec![8472];
+            },
+            |c: &mut PacketConfig| {
+                c.encap.gtpu = true;
+                c.encap.gtpu_ports = vec![2152, 2153];
+            },
+            |c: &mut PacketConfig| {
+                c.encap.gre = true;
+                c.encap.max_depth = 4;
+            },
+        ] {
+            let mut c = a.clone();
+            change(&mut c);
+            let g = c.identity_fingerprint();
+            assert!(!seen.contains(&g), "{:?}", c.encap);
+            seen.push(g);
+        }
     }
 
     #[test]

@@ -4,25 +4,23 @@
 //! No allocation, no panic, no read outside `frame`. The common shapes are read at fixed
 //! offsets by the fast paths ([`fast`]), which give the general parser's answer or leave the
 //! frame to it; the general parser ([`measure_general`]) reads every header through a checked
-//! view. Its order of decisions: Ethernet → VLAN/QinQ tags → ethertype
-//! (ARP, unknown) → IP header (truncated, malformed) → fragment → transport header (a
-//! transport header that does not fit its complete IP packet is malformed) → measured.
+//! view. Its order of decisions: Ethernet → the encapsulation walk ([`super::encap`]: tags,
+//! MPLS, PPPoE, and the IP tunnels, each IP header checked for truncation, malformation and
+//! fragments on the way) → ethertype (ARP, unknown) → the innermost IP packet → transport
+//! header (a transport header that does not fit its complete IP packet is malformed) →
+//! measured.
 
 use super::class::{PacketCounters, SkipReason};
 use super::classify;
 use super::config::PacketConfig;
-use super::ethernet::{EthernetFrame, ethertype};
+use super::encap::{self, Encap, EncapKind, Inner};
 use super::exchange::Exchange;
 use super::field::{le16, le32, le64};
 use super::flow::FlowKey;
 use super::icmp::{self, IcmpMessage};
 use super::identity::{InvariantHeader, ipv4_mapped_hi};
-use super::ipv4::Ipv4Packet;
-use super::ipv6::Ipv6Packet;
-use super::ipv6_ext;
 use super::tcp::TcpSegment;
 use super::udp::UdpDatagram;
-use super::vlan;
 use crate::synopsis::Observation;
 
 /// IP protocol number of TCP.
@@ -41,6 +39,9 @@ pub struct Measurement {
     pub identity: u64,
     /// Request/response classification, when a classifier recognised the packet.
     pub exchange: Option<Exchange>,
+    /// The innermost encapsulation identifier on the way to the packet (VLAN, VNI, ...): a
+    /// flow attribute outside the flow key and the identity.
+    pub encap: Encap,
 }
 
 impl Measurement {
@@ -53,6 +54,7 @@ impl Measurement {
             flow_hash: self.flow_hash,
             identity: self.identity,
             exchange: self.exchange,
+            encap: self.encap,
         }
     }
 }
@@ -113,10 +115,10 @@ pub fn measure(frame: &[u8], cfg: &PacketConfig) -> Result<Measurement, SkipReas
     if let Some(m) = fast::untagged_ipv6(frame, cfg) {
         return Ok(m);
     }
-    if fast::tagged(frame)
+    if let Some(vid) = fast::tagged(frame, cfg)
         && let Some(m) = fast::ipv4_at::<{ fast::ONE_TAG }>(frame, cfg)
     {
-        return Ok(m);
+        return Ok(Measurement { encap: Encap::new(EncapKind::Vlan, u32::from(vid)), ..m });
     }
     measure_general(frame, cfg)
 }
@@ -126,44 +128,30 @@ pub fn measure(frame: &[u8], cfg: &PacketConfig) -> Result<Measurement, SkipReas
 /// every frame, only slower. Public so tests and the fuzz target can check that claim.
 #[inline(always)]
 pub fn measure_general(frame: &[u8], cfg: &PacketConfig) -> Result<Measurement, SkipReason> {
-    let eth = EthernetFrame::new_checked(frame)?;
-    let (ethertype, l3) = vlan::skip_tags(eth.ethertype(), eth.payload())?;
-    match ethertype {
-        ethertype::IPV4 => {
-            let ip = Ipv4Packet::new_checked(l3)?;
-            if ip.is_fragment() {
-                return Err(SkipReason::Fragment);
-            }
+    let (inner, encap) = encap::locate(frame, &cfg.encap)?;
+    let net = match inner {
+        Inner::V4(ip) => {
             let h = ip.header();
-            let net = Network {
+            Network {
                 addr_words: [0, ipv4_mapped_hi(le32::<12, 20>(h)), 0, ipv4_mapped_hi(le32::<16, 20>(h))],
                 version: 4,
                 protocol: ip.protocol(),
                 ipv4_ident_le: le16::<4, 20>(h),
                 upper: ip.payload(),
-            };
-            transport(&net, cfg)
-        }
-        ethertype::IPV6 => {
-            let ip = Ipv6Packet::new_checked(l3)?;
-            // The IPv6 payload is complete here, so a chain running past it is malformed.
-            let up = ipv6_ext::walk(ip.next_header(), ip.payload()).map_err(|_| SkipReason::Malformed)?;
-            if up.is_fragment() {
-                return Err(SkipReason::Fragment);
             }
+        }
+        Inner::V6(ip, up) => {
             let h = ip.header();
-            let net = Network {
+            Network {
                 addr_words: [le64::<8, 40>(h), le64::<16, 40>(h), le64::<24, 40>(h), le64::<32, 40>(h)],
                 version: 6,
                 protocol: up.protocol,
                 ipv4_ident_le: 0,
                 upper: up.payload,
-            };
-            transport(&net, cfg)
+            }
         }
-        ethertype::ARP => Err(SkipReason::Arp),
-        _ => Err(SkipReason::UnknownEthertype),
-    }
+    };
+    transport(&net, cfg).map(|m| Measurement { encap, ..m })
 }
 
 /// What the network layer hands the transport layer.
@@ -202,7 +190,7 @@ impl Network<'_> {
 #[inline(always)]
 fn finish(h: &InvariantHeader, payload: &[u8], prefix: usize, seed: u64, x: Option<Exchange>) -> Measurement {
     let (flow_hash, identity) = h.hashes(payload, prefix, seed);
-    Measurement { flow: h.flow(), flow_hash, identity, exchange: x }
+    Measurement { flow: h.flow(), flow_hash, identity, exchange: x, encap: Encap::NONE }
 }
 
 #[inline(always)]

@@ -6,6 +6,7 @@ pub mod class;
 pub mod classify;
 pub mod config;
 pub mod dns;
+pub mod encap;
 pub mod ethernet;
 pub mod exchange;
 mod field;
@@ -24,6 +25,7 @@ pub mod vlan;
 
 pub use class::{PacketCounters, SkipReason};
 pub use config::PacketConfig;
+pub use encap::{Encap, EncapConfig, EncapKind};
 pub use exchange::{Exchange, ExchangeKind, Role};
 pub use flow::FlowKey;
 pub use inspect::{Inspection, Measurement, inspect, measure};

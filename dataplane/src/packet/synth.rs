@@ -7,6 +7,8 @@
 
 use super::ethernet::ethertype;
 
+pub mod encap;
+
 /// The network layer of a synthetic frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum IpSpec {

@@ -78,6 +78,7 @@ const EMPTY_STAGED: Staged = Staged {
         flow_hash: 0,
         identity: 0,
         exchange: None,
+        encap: crate::packet::Encap::NONE,
     },
     ts_ns: 0,
     colate: None,
@@ -146,6 +147,9 @@ pub struct SharedCounters {
     pub truncated: AtomicU64,
     /// Skipped: malformed headers.
     pub malformed: AtomicU64,
+    /// Skipped: an encapsulation (too deep, or an MPLS, PPPoE, GRE, VXLAN or GTP-U layer that
+    /// carries nothing to measure or is malformed; the packet layer counts each apart).
+    pub encapsulation: AtomicU64,
     /// Frames without a usable timestamp (not inspected).
     pub untimed: AtomicU64,
     /// Measured packets older than the worker's current epoch (not applied).
@@ -175,6 +179,8 @@ pub struct CounterSnapshot {
     pub truncated: u64,
     /// See [`SharedCounters::malformed`].
     pub malformed: u64,
+    /// See [`SharedCounters::encapsulation`].
+    pub encapsulation: u64,
     /// See [`SharedCounters::untimed`].
     pub untimed: u64,
     /// See [`SharedCounters::late`].
@@ -197,6 +203,7 @@ impl CounterSnapshot {
         self.fragment += o.fragment;
         self.truncated += o.truncated;
         self.malformed += o.malformed;
+        self.encapsulation += o.encapsulation;
         self.untimed += o.untimed;
         self.late += o.late;
         self.overrun_epochs += o.overrun_epochs;
@@ -206,7 +213,12 @@ impl CounterSnapshot {
 
     /// Frames skipped by the packet layer, all reasons.
     pub fn skipped(&self) -> u64 {
-        self.arp + self.unknown_ethertype + self.fragment + self.truncated + self.malformed
+        self.arp
+            + self.unknown_ethertype
+            + self.fragment
+            + self.truncated
+            + self.malformed
+            + self.encapsulation
     }
 }
 
@@ -222,6 +234,7 @@ impl SharedCounters {
             fragment: l(&self.fragment),
             truncated: l(&self.truncated),
             malformed: l(&self.malformed),
+            encapsulation: l(&self.encapsulation),
             untimed: l(&self.untimed),
             late: l(&self.late),
             overrun_epochs: l(&self.overrun_epochs),
@@ -399,6 +412,7 @@ impl Pipeline {
             fragment: p.fragment,
             truncated: p.truncated,
             malformed: p.malformed,
+            encapsulation: p.encap_skipped(),
             untimed: self.untimed,
             late: w.late_packets,
             overrun_epochs: w.overrun_epochs,
@@ -419,6 +433,7 @@ impl Pipeline {
         st(&shared.fragment, s.fragment);
         st(&shared.truncated, s.truncated);
         st(&shared.malformed, s.malformed);
+        st(&shared.encapsulation, s.encapsulation);
         st(&shared.untimed, s.untimed);
         st(&shared.late, s.late);
         st(&shared.overrun_epochs, s.overrun_epochs);

@@ -90,6 +90,8 @@ pub struct Observation<'a> {
     pub identity: u64,
     /// Request/response classification, for the fridge.
     pub exchange: Option<Exchange>,
+    /// The innermost encapsulation identifier (VLAN, VNI, ...): the fridge's `encap` subsets.
+    pub encap: crate::packet::Encap,
 }
 
 /// A configuration value that is out of range or inconsistent.

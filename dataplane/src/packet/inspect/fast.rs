@@ -48,10 +48,11 @@ pub(super) const UNTAGGED: usize = ETHERNET_LEN;
 /// Where the network header starts in a frame with one 802.1Q tag.
 pub(super) const ONE_TAG: usize = ETHERNET_LEN + TAG_LEN;
 
-/// True when `frame` carries an 802.1Q tag (whatever follows it).
+/// The VLAN id when `frame` carries an 802.1Q tag (whatever follows it) and tags are walked.
 #[inline(always)]
-pub(super) fn tagged(frame: &[u8]) -> bool {
-    frame.first_chunk::<ETHERNET_LEN>().is_some_and(|h| be16::<12, ETHERNET_LEN>(h) == ethertype::VLAN)
+pub(super) fn tagged(frame: &[u8], cfg: &PacketConfig) -> Option<u16> {
+    let h = frame.first_chunk::<ONE_TAG>()?;
+    (be16::<12, ONE_TAG>(h) == ethertype::VLAN && cfg.encap.vlan).then(|| be16::<14, ONE_TAG>(h) & 0x0fff)
 }
 
 /// The measurement of `frame` when its network header starts at `AT` (the Ethernet header and
@@ -113,6 +114,10 @@ pub(super) fn ipv4_at<const AT: usize>(frame: &[u8], cfg: &PacketConfig) -> Opti
             Some(finish(&header, payload, prefix, seed, exchange))
         }
         PROTOCOL_UDP => {
+            // A tunnel the walk opens (VXLAN, GTP-U) is the general parser's.
+            if cfg.encap.is_tunnel_port(dst_port) {
+                return None;
+            }
             // The UDP length bounds the payload: at least the header, at most the IP payload.
             let payload = upper.get(UDP_LEN..usize::from(be16::<{ L4 + 4 }, FIXED>(h)))?;
             let header = net.header(le32::<L4, FIXED>(h), [u64::from(le16::<{ L4 + 4 }, FIXED>(h)), 0], 0);
@@ -201,6 +206,9 @@ fn transport(net: &Network<'_>, cfg: &PacketConfig) -> Option<Measurement> {
         }
         PROTOCOL_UDP => {
             let h = upper.first_chunk::<UDP_LEN>()?;
+            if cfg.encap.is_tunnel_port(be16::<2, UDP_LEN>(h)) {
+                return None;
+            }
             // The UDP length bounds the payload: at least the header, at most the IP payload.
             let payload = upper.get(UDP_LEN..usize::from(be16::<4, UDP_LEN>(h)))?;
             let header = net.header(le32::<0, UDP_LEN>(h), [u64::from(le16::<4, UDP_LEN>(h)), 0], 0);
@@ -222,6 +230,7 @@ fn transport(net: &Network<'_>, cfg: &PacketConfig) -> Option<Measurement> {
 mod tests {
     use super::super::measure_general;
     use super::*;
+    use crate::packet::encap::{Encap, EncapKind};
     use crate::packet::synth::{FrameSpec, IpSpec, L4Spec};
     use crate::packet::tcp::flags::{ACK, PSH, SYN};
     use proptest::prelude::*;
@@ -243,11 +252,26 @@ mod tests {
         [PacketConfig::default(), all, none]
     }
 
+    /// Every tunnel on, on ports the generated frames use (DNS, HTTPS), so the fast paths must
+    /// decline those datagrams and leave them to the walk.
+    fn tunnels() -> PacketConfig {
+        let mut c = PacketConfig::default();
+        c.encap.gre = true;
+        c.encap.ip_in_ip = true;
+        c.encap.vxlan = true;
+        c.encap.vxlan_ports = vec![53, 4789];
+        c.encap.gtpu = true;
+        c.encap.gtpu_ports = vec![443];
+        c
+    }
+
     /// Either fast path's answer.
     fn fast(frame: &[u8], cfg: &PacketConfig) -> Option<Measurement> {
-        ipv4_at::<UNTAGGED>(frame, cfg)
-            .or_else(|| untagged_ipv6(frame, cfg))
-            .or_else(|| tagged(frame).then(|| ipv4_at::<ONE_TAG>(frame, cfg)).flatten())
+        ipv4_at::<UNTAGGED>(frame, cfg).or_else(|| untagged_ipv6(frame, cfg)).or_else(|| {
+            let vid = tagged(frame, cfg)?;
+            let m = ipv4_at::<ONE_TAG>(frame, cfg)?;
+            Some(Measurement { encap: Encap::new(EncapKind::Vlan, u32::from(vid)), ..m })
+        })
     }
 
     fn dns_query() -> Vec<u8> {
@@ -415,7 +439,7 @@ mod tests {
             if let Some(c) = cut {
                 frame.truncate(usize::from(c) % (n + 1));
             }
-            for cfg in configs() {
+            for cfg in configs().into_iter().chain([tunnels()]) {
                 let general = measure_general(&frame, &cfg);
                 if let Some(m) = fast(&frame, &cfg) {
                     prop_assert_eq!(Ok(m), general);

@@ -152,6 +152,14 @@ pub enum SubsetRule {
         /// The ports.
         ports: Vec<u16>,
     },
+    /// By the response's innermost encapsulation identifier (per customer VLAN, per tenant
+    /// VNI, per bearer TEID, ...; see `packet::encap`), written "kind:id": `vlan:10`,
+    /// `mpls:2000`, `pppoe:7`, `gre:1`, `vni:5001`, `teid:305419896`. The response's, like
+    /// the other rules: with asymmetric tagging, the tag the answer carries.
+    Encap {
+        /// The identifiers.
+        ids: Vec<crate::packet::Encap>,
+    },
 }
 
 impl SubsetRule {
@@ -161,6 +169,7 @@ impl SubsetRule {
             SubsetRule::None => 0,
             SubsetRule::ClientPrefix { prefixes } => prefixes.len(),
             SubsetRule::ServerPort { ports } => ports.len(),
+            SubsetRule::Encap { ids } => ids.len(),
         }
     }
 
@@ -309,26 +318,9 @@ impl SynopsisConfig for FridgeConfig {
         }
         match &self.subsets {
             SubsetRule::None => {}
-            SubsetRule::ClientPrefix { prefixes } => {
-                if prefixes.is_empty() || prefixes.len() > MAX_SUBSETS {
-                    return Err(err("subsets.prefixes", format!("give 1..={MAX_SUBSETS} prefixes")));
-                }
-                for (i, p) in prefixes.iter().enumerate() {
-                    if prefixes[..i].contains(p) {
-                        return Err(err(format!("subsets.prefixes[{i}]"), format!("{p} is listed twice")));
-                    }
-                }
-            }
-            SubsetRule::ServerPort { ports } => {
-                if ports.is_empty() || ports.len() > MAX_SUBSETS {
-                    return Err(err("subsets.ports", format!("give 1..={MAX_SUBSETS} ports")));
-                }
-                for (i, p) in ports.iter().enumerate() {
-                    if ports[..i].contains(p) {
-                        return Err(err(format!("subsets.ports[{i}]"), format!("port {p} is listed twice")));
-                    }
-                }
-            }
+            SubsetRule::ClientPrefix { prefixes } => distinct_subsets("prefixes", prefixes)?,
+            SubsetRule::ServerPort { ports } => distinct_subsets("ports", ports)?,
+            SubsetRule::Encap { ids } => distinct_subsets("ids", ids)?,
         }
         if self.report_thresholds_ns.len() > MAX_THRESHOLDS {
             return Err(err("report_thresholds_ns", format!("at most {MAX_THRESHOLDS} thresholds")));
@@ -348,6 +340,19 @@ impl SynopsisConfig for FridgeConfig {
         }
         Ok(())
     }
+}
+
+/// Checks a subset list: 1 to [`MAX_SUBSETS`] entries, none listed twice.
+fn distinct_subsets<T: PartialEq + std::fmt::Display>(field: &str, items: &[T]) -> Result<(), ConfigError> {
+    if items.is_empty() || items.len() > MAX_SUBSETS {
+        return Err(err(format!("subsets.{field}"), format!("give 1..={MAX_SUBSETS} {field}")));
+    }
+    for (i, p) in items.iter().enumerate() {
+        if items[..i].contains(p) {
+            return Err(err(format!("subsets.{field}[{i}]"), format!("{p} is listed twice")));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

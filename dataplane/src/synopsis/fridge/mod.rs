@@ -232,7 +232,7 @@ impl Synopsis for FridgeSynopsis {
             Role::Response => {
                 let out = set.on_response(ex.id, obs.ts_ns);
                 let subsets = &self.subsets;
-                epoch.record_response(out, &self.bins, || subsets.bucket_of_response(obs.flow));
+                epoch.record_response(out, &self.bins, || subsets.bucket_of_response(obs.flow, obs.encap));
             }
         }
     }

@@ -1,4 +1,5 @@
-//! Per-subset attribution of samples: customer prefixes on the client side, or server ports.
+//! Per-subset attribution of samples: customer prefixes on the client side, server ports, or
+//! the encapsulation identifier (VLAN, VNI, TEID, ...) the response arrived in.
 //!
 //! The subset of a sample is decided from its **response's** 5-tuple, because that is the
 //! packet at hand when the sample is produced: a response travels server → client, so the
@@ -7,7 +8,7 @@
 //! ordinary packet. Never allocates after construction.
 
 use super::config::SubsetRule;
-use crate::packet::FlowKey;
+use crate::packet::{Encap, FlowKey};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::net::IpAddr;
@@ -123,12 +124,14 @@ impl SubsetMatcher {
         self.rule.len() + 1
     }
 
-    /// Bucket of a sample whose response has 5-tuple `response`: the client is its destination
-    /// and the server port its source port. Longest prefix wins.
+    /// Bucket of a sample whose response has 5-tuple `response` and arrived in encapsulation
+    /// `encap`: the client is its destination and the server port its source port. Longest
+    /// prefix wins.
     #[inline]
-    pub fn bucket_of_response(&self, response: &FlowKey) -> usize {
+    pub fn bucket_of_response(&self, response: &FlowKey, encap: Encap) -> usize {
         match &self.rule {
             SubsetRule::None => OTHER_SUBSET,
+            SubsetRule::Encap { ids } => ids.iter().position(|e| *e == encap).map_or(OTHER_SUBSET, |i| i + 1),
             SubsetRule::ServerPort { ports } => {
                 ports.iter().position(|p| *p == response.src_port).map_or(OTHER_SUBSET, |i| i + 1)
             }
@@ -160,6 +163,9 @@ impl SubsetMatcher {
             }
             SubsetRule::ClientPrefix { prefixes } => {
                 prefixes.get(b - 1).map_or_else(|| "other".to_string(), |p| format!("client {p}"))
+            }
+            SubsetRule::Encap { ids } => {
+                ids.get(b - 1).map_or_else(|| "other".to_string(), |e| e.to_string())
             }
         }
     }
@@ -196,13 +202,19 @@ mod tests {
         };
         let m = SubsetMatcher::new(&rule);
         assert_eq!(m.buckets(), 4);
-        assert_eq!(m.bucket_of_response(&resp("192.0.2.1", 443, "10.2.3.4", 5000)), 1);
-        assert_eq!(m.bucket_of_response(&resp("192.0.2.1", 443, "10.1.3.4", 5000)), 2);
+        assert_eq!(m.bucket_of_response(&resp("192.0.2.1", 443, "10.2.3.4", 5000), Encap::NONE), 1);
+        assert_eq!(m.bucket_of_response(&resp("192.0.2.1", 443, "10.1.3.4", 5000), Encap::NONE), 2);
         // The server being inside a customer prefix does not matter: only the client side.
-        assert_eq!(m.bucket_of_response(&resp("10.1.3.4", 443, "192.0.2.1", 5000)), OTHER_SUBSET);
-        assert_eq!(m.bucket_of_response(&resp("2001:db9::1", 53, "2001:db8::5", 5000)), 3);
+        assert_eq!(
+            m.bucket_of_response(&resp("10.1.3.4", 443, "192.0.2.1", 5000), Encap::NONE),
+            OTHER_SUBSET
+        );
+        assert_eq!(m.bucket_of_response(&resp("2001:db9::1", 53, "2001:db8::5", 5000), Encap::NONE), 3);
         // An IPv4 prefix never matches an IPv6 client that merely shares bits.
-        assert_eq!(m.bucket_of_response(&resp("2001:db9::1", 53, "::a01:304", 5000)), OTHER_SUBSET);
+        assert_eq!(
+            m.bucket_of_response(&resp("2001:db9::1", 53, "::a01:304", 5000), Encap::NONE),
+            OTHER_SUBSET
+        );
         assert_eq!(m.name(2), "client 10.1.0.0/16");
         assert_eq!(m.name(0), "other");
     }
@@ -210,8 +222,22 @@ mod tests {
     #[test]
     fn server_port_is_the_response_source_port() {
         let m = SubsetMatcher::new(&SubsetRule::ServerPort { ports: vec![53, 443] });
-        assert_eq!(m.bucket_of_response(&resp("192.0.2.1", 443, "10.0.0.1", 53)), 2);
-        assert_eq!(m.bucket_of_response(&resp("192.0.2.1", 80, "10.0.0.1", 53)), OTHER_SUBSET);
+        assert_eq!(m.bucket_of_response(&resp("192.0.2.1", 443, "10.0.0.1", 53), Encap::NONE), 2);
+        assert_eq!(m.bucket_of_response(&resp("192.0.2.1", 80, "10.0.0.1", 53), Encap::NONE), OTHER_SUBSET);
         assert_eq!(m.name(1), "server port 53");
+    }
+
+    #[test]
+    fn encapsulation_ids() {
+        let ids = vec!["vlan:10".parse().unwrap(), "vni:5001".parse().unwrap()];
+        let m = SubsetMatcher::new(&SubsetRule::Encap { ids });
+        let r = resp("192.0.2.1", 443, "10.0.0.1", 5000);
+        let e = |s: &str| s.parse::<Encap>().unwrap();
+        assert_eq!(m.bucket_of_response(&r, e("vni:5001")), 2);
+        assert_eq!(m.bucket_of_response(&r, e("vlan:10")), 1);
+        // Same number, other kind: not the same tenant.
+        assert_eq!(m.bucket_of_response(&r, e("mpls:10")), OTHER_SUBSET);
+        assert_eq!(m.bucket_of_response(&r, Encap::NONE), OTHER_SUBSET);
+        assert_eq!((m.name(1), m.name(2), m.name(0)), ("vlan:10".into(), "vni:5001".into(), "other".into()));
     }
 }

@@ -147,6 +147,7 @@ fn duplicate_requests_measure_from_the_latest_copy() {
         flow_hash: 0,
         identity: 0,
         exchange: Some(Exchange { kind: ExchangeKind::TcpHandshake, role, id }),
+        encap: crate::packet::Encap::NONE,
     };
     syn.update(&mut carry, &ob(Role::Request, 7, 0));
     syn.update(&mut carry, &ob(Role::Request, 7, 3000)); // retransmitted SYN
@@ -188,6 +189,7 @@ fn weight_overflow_is_counted_not_accumulated() {
                 flow_hash: 0,
                 identity: 0,
                 exchange: Some(Exchange { kind: ExchangeKind::Dns, role, id }),
+                encap: crate::packet::Encap::NONE,
             };
             syn.update(&mut carry, &ob);
         }
@@ -218,6 +220,7 @@ fn one_slot_is_refused_everywhere() {
         flow_hash: 0,
         identity: 0,
         exchange: Some(Exchange { kind: ExchangeKind::Dns, role: Role::Request, id: 1 }),
+        encap: crate::packet::Encap::NONE,
     };
     syn.update(&mut carry, &ob);
     assert_eq!(syn.ignored_exchanges(), 1);
@@ -277,7 +280,14 @@ fn test_config() -> FridgeConfig {
 
 fn feed(syn: &mut FridgeSynopsis, carry: &mut FridgeCarry, events: &[(FlowKey, u64, Exchange)]) {
     for (flow, ts_ns, ex) in events {
-        let ob = Observation { ts_ns: *ts_ns, flow, flow_hash: 0, identity: 0, exchange: Some(*ex) };
+        let ob = Observation {
+            ts_ns: *ts_ns,
+            flow,
+            flow_hash: 0,
+            identity: 0,
+            exchange: Some(*ex),
+            encap: crate::packet::Encap::NONE,
+        };
         syn.update(carry, &ob);
     }
 }
@@ -325,6 +335,7 @@ fn epochs_never_clear_the_fridge_and_samples_belong_to_the_response_epoch() {
         flow_hash: 0,
         identity: 0,
         exchange: Some(Exchange { kind: ExchangeKind::Dns, role, id }),
+        encap: crate::packet::Encap::NONE,
     };
     syn.update(&mut carry, &ob(Role::Request, 1, 1_000));
     let before = syn.encode();
@@ -441,6 +452,7 @@ fn implausible_values_are_refused() {
             flow_hash: 0,
             identity: 0,
             exchange: Some(Exchange { kind: ExchangeKind::Dns, role, id: 42 }),
+            encap: crate::packet::Encap::NONE,
         };
         syn.update(&mut carry, &ob);
     }
@@ -514,6 +526,7 @@ fn report_of_an_exact_histogram() {
                 flow_hash: 0,
                 identity: 0,
                 exchange: Some(Exchange { kind: ExchangeKind::Dns, role, id: i }),
+                encap: crate::packet::Encap::NONE,
             };
             syn.update(&mut carry, &ob);
         }

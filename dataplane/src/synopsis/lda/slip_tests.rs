@@ -34,7 +34,14 @@ impl Point {
 
     fn observe(&mut self, identity: u64, ts_ns: u64) {
         let flow = FlowKey::default();
-        let obs = Observation { ts_ns, flow: &flow, flow_hash: 0, identity, exchange: None };
+        let obs = Observation {
+            ts_ns,
+            flow: &flow,
+            flow_hash: 0,
+            identity,
+            exchange: None,
+            encap: crate::packet::Encap::NONE,
+        };
         let epoch = (ts_ns / EPOCH_NS) as usize;
         self.epochs[epoch].update(&mut (), &obs);
     }

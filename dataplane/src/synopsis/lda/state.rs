@@ -206,7 +206,14 @@ mod tests {
         let (mut a, mut b) = (Lda::new(&cfg).unwrap(), Lda::new(&cfg).unwrap());
         let flow = FlowKey::default();
         for id in 0..100u64 {
-            let obs = Observation { ts_ns: id * 3, flow: &flow, flow_hash: 99, identity: id, exchange: None };
+            let obs = Observation {
+                ts_ns: id * 3,
+                flow: &flow,
+                flow_hash: 99,
+                identity: id,
+                exchange: None,
+                encap: crate::packet::Encap::NONE,
+            };
             a.update(&mut (), &obs);
             b.update_raw(id, id * 3);
         }

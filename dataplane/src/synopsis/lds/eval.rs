@@ -65,6 +65,7 @@ pub fn build_point(
                     flow_hash: f.flow_hash,
                     identity: p.identity,
                     exchange: None,
+                    encap: crate::packet::Encap::NONE,
                 };
                 lds.update(&mut (), &obs);
             }

@@ -60,8 +60,14 @@ fn stream(seed: u64, flows: u32, n: usize) -> Vec<Pkt> {
 
 fn observe(lds: &mut Lds, p: &Pkt, ts_ns: u64) {
     let k = key(p.flow);
-    let obs =
-        Observation { ts_ns, flow: &k, flow_hash: flow_hash(p.flow), identity: p.identity, exchange: None };
+    let obs = Observation {
+        ts_ns,
+        flow: &k,
+        flow_hash: flow_hash(p.flow),
+        identity: p.identity,
+        exchange: None,
+        encap: crate::packet::Encap::NONE,
+    };
     lds.update(&mut (), &obs);
 }
 
@@ -699,7 +705,14 @@ fn located_updates_equal_trait_updates() {
     for i in 0..20_000u64 {
         let flow = FlowKey::new([10, 0, 0, (i % 50) as u8].into(), [10, 0, 1, 1].into(), 1000, 80, 6);
         let (flow_hash, identity, ts_ns) = (flow.hash(3), rng.random::<u64>(), 1_000 + i * 37);
-        let obs = Observation { ts_ns, flow: &flow, flow_hash, identity, exchange: None };
+        let obs = Observation {
+            ts_ns,
+            flow: &flow,
+            flow_hash,
+            identity,
+            exchange: None,
+            encap: crate::packet::Encap::NONE,
+        };
         let at = b.locate(flow_hash, identity).unwrap();
         let expected: Vec<u32> =
             a.cells_of_packet(flow_hash, identity).map(|(r, c)| (r * 997) as u32 + c as u32).collect();

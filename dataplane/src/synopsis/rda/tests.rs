@@ -487,6 +487,7 @@ fn trait_update_equals_update_raw_and_prefetch_targets_the_table() {
             flow_hash: 0,
             identity: i % 70,
             exchange: None,
+            encap: crate::packet::Encap::NONE,
         };
         via_trait.update(&mut (), &o);
         raw.update_raw(i % 70, 0, 1_000 + i);

@@ -84,6 +84,7 @@ fn pooled_through_synopsis(cfg: &FridgeConfig, traces: &[Trace]) -> Pooled {
                 flow_hash: 0,
                 identity: 0,
                 exchange: Some(crate::packet::Exchange { kind, role: e.role, id: e.id }),
+                encap: crate::packet::Encap::NONE,
             };
             syn.update(&mut carry, &ob);
         }
@@ -333,6 +334,7 @@ fn report_totals_and_threshold_fractions_match_the_truth() {
                 flow_hash: 0,
                 identity: 0,
                 exchange: Some(crate::packet::Exchange { kind: ExchangeKind::Dns, role: e.role, id: e.id }),
+                encap: crate::packet::Encap::NONE,
             };
             syn.update(&mut carry, &ob);
         }
