@@ -19,10 +19,12 @@
 #   tcpdump, ethtool, iputils-ping, curl, bind9-dnsutils (dig), dnsmasq-base, iproute2
 #                 the kernel-port namespace test (tests/kernel_ports.rs): captures on both
 #                 sides, offloads off, ICMP, TCP, DNS through `wirelat run` on af_packet ports
+#   python3       the same test's HTTP server and frame writer (also pulled in by dpdk-dev;
+#                 named so that the test does not depend on that)
 set -euo pipefail
 
 PACKAGES=(libdpdk-dev dpdk-dev libclang-dev clang pkg-config libpcap-dev build-essential libhwloc-dev libudev-dev
-          tcpdump ethtool iputils-ping curl bind9-dnsutils dnsmasq-base iproute2)
+          tcpdump ethtool iputils-ping curl bind9-dnsutils dnsmasq-base iproute2 python3)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
