@@ -39,6 +39,17 @@ fn frame_len(rng: &mut Pcg64) -> usize {
     }
 }
 
+/// TCP flags (2 % SYN, 2 % SYN/ACK, the rest ACK or data) and a server port.
+fn tcp_flags_and_port(rng: &mut Pcg64) -> (u8, u16) {
+    let flags = match rng.random_range(0..100) {
+        0..2 => SYN,
+        2..4 => SYN | ACK,
+        4..50 => ACK,
+        _ => PSH | ACK,
+    };
+    (flags, [80u16, 443, 22, 8080][rng.random_range(0..4)])
+}
+
 fn one_frame(rng: &mut Pcg64) -> Vec<u8> {
     let target = frame_len(rng);
     let v6 = rng.random_bool(0.2);
@@ -54,13 +65,7 @@ fn one_frame(rng: &mut Pcg64) -> Vec<u8> {
     let pick = rng.random_range(0..100);
     let sport: u16 = rng.random_range(1024..65535);
     let (l4, header_len, dns) = if pick < 85 {
-        let flags = match rng.random_range(0..100) {
-            0..2 => SYN,
-            2..4 => SYN | ACK,
-            4..50 => ACK,
-            _ => PSH | ACK,
-        };
-        let dport = [80u16, 443, 22, 8080][rng.random_range(0..4)];
+        let (flags, dport) = tcp_flags_and_port(rng);
         (L4Spec::tcp(sport, dport, rng.random(), rng.random(), flags), 20, false)
     } else if pick < 97 {
         let dns = rng.random_bool(0.25);
@@ -131,13 +136,7 @@ fn ipv4_tcp_frames(tags: &[(u16, u16)]) -> Vec<Vec<u8>> {
         .map(|_| {
             let target = frame_len(&mut rng);
             let ip = IpSpec::v4(rng.random(), rng.random(), rng.random());
-            let flags = match rng.random_range(0..100) {
-                0..2 => SYN,
-                2..4 => SYN | ACK,
-                4..50 => ACK,
-                _ => PSH | ACK,
-            };
-            let dport = [80u16, 443, 22, 8080][rng.random_range(0..4)];
+            let (flags, dport) = tcp_flags_and_port(&mut rng);
             let l4 = L4Spec::tcp(rng.random_range(1024..65535), dport, rng.random(), rng.random(), flags);
             let overhead = 14 + 4 * tags.len() + 20 + 20;
             let payload_len = if target == 60 { 0 } else { target.saturating_sub(overhead) };
