@@ -225,20 +225,34 @@ fn encap_ids_print_and_parse() {
 }
 
 /// Writes every stack of [`stacks`] around every inner frame as fuzz seeds, in the `packet`
-/// target's input format (configuration bytes: every walk on, depth 8), into the directory
-/// `WIRELAT_FUZZ_SEEDS` names: `WIRELAT_FUZZ_SEEDS=fuzz/corpus/packet cargo test -p
-/// wirelat-dataplane --lib write_fuzz_seeds -- --ignored`.
+/// target's input format (configuration bytes 0x70 0xff: every walk on, depth 8), into the
+/// directory `WIRELAT_FUZZ_SEEDS` names (`WIRELAT_FUZZ_SEEDS=$PWD/fuzz/corpus/packet cargo test
+/// -p wirelat-dataplane --lib write_fuzz_seeds`), or into a scratch directory it then removes.
+/// Either way it reads every seed back and checks that its frame reaches the inner packet, so
+/// the corpus never starts from frames that only exercise skip paths.
 #[test]
-#[ignore = "writes files; run by hand before fuzzing"]
 fn write_fuzz_seeds() {
-    let Some(dir) = std::env::var_os("WIRELAT_FUZZ_SEEDS") else { return };
-    let dir = std::path::PathBuf::from(dir);
+    let (dir, scratch) = match std::env::var_os("WIRELAT_FUZZ_SEEDS") {
+        Some(d) => (std::path::PathBuf::from(d), false),
+        None => (std::env::temp_dir().join(format!("wirelat-fuzz-seeds-{}", std::process::id())), true),
+    };
     std::fs::create_dir_all(&dir).unwrap();
+    let cfg = all_on();
+    let mut written = 0;
     for (i, inner) in inners().iter().enumerate() {
-        for (j, (layers, _)) in stacks().iter().enumerate() {
+        for (j, (layers, id)) in stacks().iter().enumerate() {
             let mut seed = vec![0x70, 0xff];
             seed.extend_from_slice(&encapsulate(inner, layers));
-            std::fs::write(dir.join(format!("encap-{i}-{j}")), seed).unwrap();
+            let path = dir.join(format!("encap-{i}-{j}"));
+            std::fs::write(&path, &seed).unwrap();
+            let back = std::fs::read(&path).unwrap();
+            let m = measure(&back[2..], &cfg).unwrap_or_else(|r| panic!("seed {i}-{j} {layers:?}: {r:?}"));
+            assert_eq!(m.encap, *id, "seed {i}-{j}");
+            written += 1;
         }
+    }
+    assert_eq!(written, inners().len() * stacks().len());
+    if scratch {
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
