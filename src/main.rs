@@ -11,6 +11,7 @@ mod gen_trace;
 mod measure;
 mod offline;
 mod pcap_input;
+mod point_metrics;
 mod replay;
 #[cfg(feature = "dpdk")]
 mod run;

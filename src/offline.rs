@@ -124,6 +124,25 @@ pub fn run(
     }
     let mut harvester = Harvester::new(links, move || template.clone());
     let mut publisher = measure::publisher(config, true)?;
+    let exposed = crate::point_metrics::Exposed::start(config, "offline")?;
+    let record =
+        |summary: &OfflineSummary, pipelines: &[Pipeline], h: &Harvester<EpochSynopses>, p: &Publisher| {
+            if exposed.metrics().is_none() {
+                return;
+            }
+            let mut counters = CounterSnapshot::default();
+            for pipeline in pipelines {
+                counters.add(&pipeline.snapshot());
+            }
+            exposed.record_measure(&counters);
+            exposed.record_harvest(&h.counters(), h.overrun_epochs());
+            exposed.record_publisher(p);
+            if let Some(m) = exposed.metrics() {
+                for (port, n) in summary.frames.iter().enumerate() {
+                    m.set("wirelat_port_rx_frames", &[("port", &port.to_string())], *n);
+                }
+            }
+        };
 
     let mut streams = [Some(PcapStream::open(port0)?), port1.map(PcapStream::open).transpose()?];
     let mut heads: [Option<(u64, Vec<u8>)>; 2] = [None, None];
@@ -162,6 +181,7 @@ pub fn run(
                 p.tick(ts_ns);
             }
             harvest(&mut harvester, &mut publisher, &mut failure);
+            record(&summary, &pipelines, &harvester, &publisher);
         }
         if let Some(e) = failure.take() {
             return Err(e);
@@ -196,7 +216,10 @@ pub fn run(
         colate_epochs = c.colate_epochs,
         "offline run finished"
     );
-    if let Some(lost) = measure::losses(&publisher) {
+    let lost = measure::losses(&publisher);
+    record(&summary, &pipelines, &harvester, &publisher);
+    exposed.finish();
+    if let Some(lost) = lost {
         bail!("{lost}; see the warnings above for each");
     }
     Ok(summary)

@@ -29,6 +29,7 @@ use wirelat_dataplane::worker::{
 };
 
 use crate::measure;
+use crate::point_metrics::Exposed;
 
 // The configuration's burst limit is the size of the worker's fixed mbuf array.
 const _: () = assert!(MAX_BURST_SIZE as usize == MAX_BURST);
@@ -38,6 +39,9 @@ const _: () = assert!(MAX_BURST_SIZE as usize == MAX_BURST);
 /// worker cores (measured: a 5 ms tick cost the forwarder ~15% of its rate). With short epochs
 /// the harvest ticks faster (a quarter epoch, at least 1 ms).
 const CONTROL_TICK: Duration = Duration::from_millis(50);
+
+/// How often the control thread stores the counters in the point's metrics at most.
+const METRICS_INTERVAL: Duration = Duration::from_millis(200);
 
 /// Time given to NIC tx rings to drain after the workers stopped, before the ports stop.
 const TX_DRAIN: Duration = Duration::from_millis(20);
@@ -159,6 +163,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     measure::check_memory(config, usize::from(config.queues()))?;
     let template = measuring.then(|| measure::epoch_template(config)).transpose()?;
     let mut publisher = measuring.then(|| measure::publisher(config, false)).transpose()?;
+    let exposed = Exposed::start(config, "run")?;
 
     for port in config.ports.get_ref() {
         if let Some(Ok(ring)) = port.af_packet_ring(config.queues()) {
@@ -392,6 +397,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
             .as_ref()
             .and_then(|c| c.nic.as_ref())
             .map_or_else(Vec::new, |n| n.iter().map(|(_, cal)| cal.clone()).collect()),
+        exposed: &exposed,
     };
     let (reason, outcomes) = eal.run_on_lcores(jobs, || control.run())?;
     let elapsed = started.elapsed();
@@ -421,6 +427,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         );
     }
     info!(reason = ?reason, seconds = elapsed.as_secs_f64(), mbufs_in_use = pool.in_use(), "stopped");
+    control.record_metrics();
     for outcome in &outcomes {
         if outcome.status != 0 {
             let what = if outcome.status == LcoreOutcome::PANICKED { "panicked" } else { "failed" };
@@ -432,6 +439,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     drop(ports); // stop + close: flushes and closes pcap output files
     drop(pool);
     eal.cleanup()?;
+    exposed.finish();
     if failed {
         bail!("a worker lcore failed; see the log above");
     }
@@ -578,6 +586,8 @@ struct Control<'a, 'p> {
     /// The control thread's calibrators (TSC, and each port's NIC clock).
     tsc_cal: Option<Calibrator>,
     nic_cals: Vec<Calibrator>,
+    /// The point's `/metrics` (no-op without `[metrics] listen`).
+    exposed: &'a Exposed,
 }
 
 impl Control<'_, '_> {
@@ -599,6 +609,7 @@ impl Control<'_, '_> {
         let mut next_report = started + interval;
         let mut last_report: Option<(Instant, [PortTotals; 2])> = Some((started, [PortTotals::default(); 2]));
         let mut next_calibration = started + CALIBRATION_INTERVAL;
+        let mut next_metrics = started;
         let mut last_rx = 0u64;
         let mut last_polls = 0u64;
         let mut idle = Duration::ZERO;
@@ -620,6 +631,10 @@ impl Control<'_, '_> {
             if now >= next_calibration {
                 self.calibrate();
                 next_calibration = now + CALIBRATION_INTERVAL;
+            }
+            if now >= next_metrics {
+                self.record_metrics();
+                next_metrics = now + METRICS_INTERVAL;
             }
 
             let rx: u64 = self
@@ -693,6 +708,20 @@ impl Control<'_, '_> {
         }
     }
 
+    /// Stores every counter the run logs in the point's metrics (no-op without an endpoint).
+    fn record_metrics(&self) {
+        if self.exposed.metrics().is_none() {
+            return;
+        }
+        record_counters(self.exposed, self.ports, self.counters, self.measure_counters);
+        if let Some(h) = self.harvester.as_deref() {
+            self.exposed.record_harvest(&h.counters(), h.overrun_epochs());
+        }
+        if let Some(p) = self.publisher.as_deref() {
+            self.exposed.record_publisher(p);
+        }
+    }
+
     /// Re-anchors the TSC and NIC clock mappings on wall-clock time.
     fn calibrate(&mut self) {
         let Some(c) = self.clocks else { return };
@@ -721,20 +750,7 @@ fn log_counters(
 ) -> [PortTotals; 2] {
     let snapshots: Vec<[PathSnapshot; 2]> =
         counters.iter().map(|c| [c.paths[0].snapshot(), c.paths[1].snapshot()]).collect();
-    let mut totals = [PortTotals::default(); 2];
-    for (p, total) in totals.iter_mut().enumerate() {
-        for snap in &snapshots {
-            // Port p receives in direction p and transmits in the other direction.
-            let ingress = &snap[p];
-            let egress = &snap[1 - p];
-            total.rx += ingress.rx_packets;
-            total.truncated_dropped += ingress.truncated_dropped;
-            total.tx += egress.tx_packets;
-            total.tx_retries += egress.tx_retries;
-            total.tx_dropped += egress.tx_dropped;
-            total.oversize_dropped += egress.oversize_dropped;
-        }
-    }
+    let totals = port_totals(&snapshots);
     let seconds = since.map(|(t, _)| t.elapsed().as_secs_f64()).filter(|s| *s > 0.0);
     for (p, port) in ports.iter().enumerate() {
         let t = totals[p];
@@ -785,6 +801,67 @@ fn log_counters(
         }
     }
     totals
+}
+
+/// Per-port totals of the workers' path snapshots.
+fn port_totals(snapshots: &[[PathSnapshot; 2]]) -> [PortTotals; 2] {
+    let mut totals = [PortTotals::default(); 2];
+    for (p, total) in totals.iter_mut().enumerate() {
+        for snap in snapshots {
+            // Port p receives in direction p and transmits in the other direction.
+            let ingress = &snap[p];
+            let egress = &snap[1 - p];
+            total.rx += ingress.rx_packets;
+            total.truncated_dropped += ingress.truncated_dropped;
+            total.tx += egress.tx_packets;
+            total.tx_retries += egress.tx_retries;
+            total.tx_dropped += egress.tx_dropped;
+            total.oversize_dropped += egress.oversize_dropped;
+        }
+    }
+    totals
+}
+
+/// Stores the port counters (ours and the device's, as `log_counters` logs them) and the
+/// measurement counters summed over workers in the point's metrics.
+fn record_counters(
+    exposed: &Exposed,
+    ports: [&Port<'_>; 2],
+    counters: &[CachePadded<WorkerCounters>],
+    measure_counters: &[CachePadded<SharedCounters>],
+) {
+    let Some(m) = exposed.metrics() else { return };
+    let snapshots: Vec<[PathSnapshot; 2]> =
+        counters.iter().map(|c| [c.paths[0].snapshot(), c.paths[1].snapshot()]).collect();
+    for (p, (t, port)) in port_totals(&snapshots).iter().zip(ports).enumerate() {
+        let name = port.info().name.clone();
+        let id = p.to_string();
+        let l = [("port", id.as_str()), ("name", name.as_str())];
+        m.set("wirelat_port_rx_frames", &l, t.rx);
+        m.set("wirelat_port_tx_frames", &l, t.tx);
+        m.set("wirelat_port_tx_retries", &l, t.tx_retries);
+        for (reason, n) in
+            [("tx_full", t.tx_dropped), ("oversize", t.oversize_dropped), ("truncated", t.truncated_dropped)]
+        {
+            m.set("wirelat_port_dropped_frames", &[l[0], l[1], ("reason", reason)], n);
+        }
+        let d = port.stats().unwrap_or_default();
+        for (counter, n) in [
+            ("rx", d.rx_packets),
+            ("tx", d.tx_packets),
+            ("imissed", d.rx_missed),
+            ("rx_nombuf", d.rx_nombuf),
+            ("ierrors", d.rx_errors),
+            ("oerrors", d.tx_errors),
+        ] {
+            m.set("wirelat_port_device_frames", &[l[0], l[1], ("counter", counter)], n);
+        }
+    }
+    let mut total = CounterSnapshot::default();
+    for c in measure_counters {
+        total.add(&c.snapshot());
+    }
+    exposed.record_measure(&total);
 }
 
 /// Logs the measurement counters per worker (when several) and in total; returns the total.

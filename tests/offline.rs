@@ -440,3 +440,54 @@ fn offline_with_an_unreachable_peer_exits_non_zero_with_a_summary() {
     assert!(last.contains("epoch synopses were not delivered to the peer (queue_full "), "{last}");
     assert!(last.contains("unacked_at_close 2"), "{last}");
 }
+
+/// `[metrics]` on `wirelat offline`: the endpoint answers while the run goes, and its final
+/// values (served for `linger_ms` after the end) equal the totals the run logs at exit.
+#[test]
+fn offline_metrics_endpoint_serves_the_totals_the_log_prints() {
+    let dir = scratch();
+    let d = dir.path();
+    let pcaps = trace(d);
+    let config = d.join("m.toml");
+    let text = format!(
+        "[metrics]\nlisten = \"127.0.0.1:0\"\nlinger_ms = 5000\n[output]\njson = \"{}\"\n{CONFIG}",
+        d.join("e.jsonl").display()
+    );
+    std::fs::write(&config, text).expect("config");
+    let mut cmd = wirelat();
+    cmd.args(["offline", "--config"])
+        .arg(&config)
+        .arg("--port0")
+        .arg(&pcaps[0])
+        .arg("--port1")
+        .arg(&pcaps[1]);
+    cmd.args(["--workers", "2"]);
+    let mut p = Collector::spawn(cmd);
+    let addr: std::net::SocketAddr =
+        p.wait_for_line("metrics on http://").trim_end_matches("/metrics").parse().expect("metrics address");
+    let early = Collector::http_get(addr, "/metrics");
+    assert!(early.starts_with("HTTP/1.1 200"), "{early}");
+    assert!(early.contains("wirelat_point_info{point=\"4\",mode=\"offline\"} 1"), "{early}");
+    let page = scrape_final(addr);
+    let log = log_fields(&p.wait_for_line("offline run finished"));
+    let (status, text) = p.wait_exit();
+    assert!(status.success(), "{text}");
+    let logged =
+        |k: &str| log.get(k).and_then(|v| v.parse::<f64>().ok()).unwrap_or_else(|| panic!("{k} in {log:?}"));
+    let exposed = |s: &str| series_value(&page, s).unwrap_or_else(|| panic!("{s} missing:\n{page}"));
+    assert_eq!(exposed("wirelat_port_rx_frames_total{port=\"0\"}"), logged("frames_port0"));
+    assert_eq!(exposed("wirelat_port_rx_frames_total{port=\"1\"}"), logged("frames_port1"));
+    assert_eq!(exposed("wirelat_measure_measured_packets_total"), logged("measured"));
+    assert_eq!(exposed("wirelat_measure_late_packets_total"), logged("late"));
+    let skipped: f64 = page
+        .lines()
+        .filter(|l| l.starts_with("wirelat_measure_skipped_frames_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(skipped, logged("skipped"));
+    assert_eq!(exposed("wirelat_publish_epochs_total"), logged("epochs"));
+    assert_eq!(exposed("wirelat_publish_messages_total"), logged("messages"));
+    assert_eq!(exposed("wirelat_publish_body_bytes_total"), logged("body_bytes"));
+    assert_eq!(exposed("wirelat_harvest_epochs_total"), logged("epochs"));
+    assert!(logged("measured") > 1000.0 && logged("messages") > 10.0, "{log:?}");
+}

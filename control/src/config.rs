@@ -134,6 +134,9 @@ pub struct Config {
     /// local `[output]` sinks (W9's [`crate::ship::NetworkSink`]).
     #[serde(default)]
     pub ship: Option<Spanned<ShipConfig>>,
+    /// The point's own Prometheus endpoint (`[metrics]`), off by default.
+    #[serde(default)]
+    pub metrics: MetricsConfig,
     /// Knobs for tests.
     #[serde(default)]
     pub debug: DebugConfig,
@@ -249,6 +252,18 @@ pub struct OutputConfig {
     pub dump_dir: Option<PathBuf>,
     /// Append COLATE's closed counter epochs to archives in this directory.
     pub colate_archive: Option<PathBuf>,
+}
+
+/// `[metrics]`: the point's `/metrics` endpoint (`wirelat run` and `wirelat offline`), with every
+/// counter the run logs ([`crate::report::point`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// `host:port` to serve `GET /metrics` on; no endpoint when absent.
+    pub listen: Option<String>,
+    /// After the run has ended, keep serving the final values this long, so a scraper sees
+    /// them (a short offline run ends between two scrapes); 0 stops at once.
+    pub linger_ms: u64,
 }
 
 /// `[debug]`: knobs for tests; leave them alone in production.

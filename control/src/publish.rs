@@ -366,6 +366,27 @@ impl Publisher {
     }
 }
 
+impl Publisher {
+    /// The network sinks' counters, summed (the point's `/metrics`); `None` without one.
+    pub fn ship_counters(&self) -> Option<crate::ship::ShipCounters> {
+        let mut all = self.sinks.iter().filter_map(|s| s.ship_counters());
+        let mut total = all.next()?;
+        for c in all {
+            total.delivered += c.delivered;
+            total.sent += c.sent;
+            total.resent += c.resent;
+            total.acked += c.acked;
+            total.connections += c.connections;
+            total.connect_failures += c.connect_failures;
+            total.not_crash_safe += c.not_crash_safe;
+            total.queued += c.queued;
+            total.spilled += c.spilled;
+            total.rda_lookups += c.rda_lookups;
+        }
+        Some(total)
+    }
+}
+
 /// Where the COLATE archive of (`point`, `segment`) lives in `dir`.
 pub fn colate_archive_path(dir: &Path, point: u32, segment: u32) -> PathBuf {
     dir.join(format!("colate-point{point}-segment{segment}.archive"))

@@ -5,4 +5,5 @@
 
 pub mod http;
 pub mod metrics;
+pub mod point;
 pub mod records;

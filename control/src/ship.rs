@@ -611,6 +611,10 @@ impl EpochSink for NetworkSink {
         self.shut(wait);
     }
 
+    fn ship_counters(&self) -> Option<ShipCounters> {
+        Some(snapshot(&self.shared))
+    }
+
     fn losses(&self) -> Vec<(&'static str, u64)> {
         self.shared
             .given_up

@@ -63,6 +63,11 @@ pub trait EpochSink: Send {
     fn losses(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+
+    /// A network sink's counters (for the point's `/metrics`); `None` for local sinks.
+    fn ship_counters(&self) -> Option<crate::ship::ShipCounters> {
+        None
+    }
 }
 
 /// One sentence for losses as [`EpochSink::losses`] returns them, `None` when nothing was lost:

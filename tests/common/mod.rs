@@ -172,15 +172,23 @@ pub struct Collector {
 impl Collector {
     /// Starts `wirelat collect --config <config>` and waits until it listens.
     pub fn start(config: &Path) -> Collector {
+        let mut cmd = wirelat();
+        cmd.args(["collect", "--config"]).arg(config);
+        let mut c = Collector::spawn(cmd);
+        c.addr = c.wait_for_line("listening on ").parse().expect("the peer's address");
+        c
+    }
+
+    /// Starts any wirelat command (a point's `run` or `offline` too) with its stderr collected
+    /// for [`Self::wait_for_line`] and [`Self::log`]; `addr` is unset.
+    pub fn spawn(mut cmd: Command) -> Collector {
         use std::io::BufRead;
-        let mut child = wirelat()
-            .args(["collect", "--config"])
-            .arg(config)
+        let mut child = cmd
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("start wirelat collect");
+            .expect("start wirelat");
         let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let (err, into) = (child.stderr.take().expect("stderr"), log.clone());
         std::thread::spawn(move || {
@@ -190,9 +198,31 @@ impl Collector {
                 l.push('\n');
             }
         });
-        let mut c = Collector { child, addr: ([0, 0, 0, 0], 0).into(), log };
-        c.addr = c.wait_for_line("listening on ").parse().expect("the peer's address");
-        c
+        Collector { child, addr: ([0, 0, 0, 0], 0).into(), log }
+    }
+
+    /// Waits (at most [`RUN_TIMEOUT`]) for the process to exit on its own: its status and log.
+    pub fn wait_exit(mut self) -> (std::process::ExitStatus, String) {
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                std::thread::sleep(Duration::from_millis(200));
+                return (status, self.log());
+            }
+            assert!(started.elapsed() < RUN_TIMEOUT, "wirelat did not exit:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `GET path` on `addr` over HTTP/1.1: the whole response, head and body.
+    pub fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+        use std::io::Write;
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        write!(s, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").expect("request");
+        let mut r = String::new();
+        let _ = s.read_to_string(&mut r);
+        r
     }
 
     /// What follows `tag` on the first log line that has it, waiting for it (panics when the
@@ -258,5 +288,33 @@ impl Drop for Collector {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+/// The `key=value` fields of a log line (values unquoted), e.g. of `… frames=12 late=0`.
+pub fn log_fields(line: &str) -> std::collections::BTreeMap<String, String> {
+    line.split_whitespace()
+        .filter_map(|t| t.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
+        .collect()
+}
+
+/// The value of the series `series` (name and labels exactly as exposed) in a Prometheus text
+/// page, if present.
+pub fn series_value(page: &str, series: &str) -> Option<f64> {
+    page.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Scrapes `http://addr/metrics` until `wirelat_point_finished 1` (the run's final values),
+/// at most [`RUN_TIMEOUT`]; returns the page.
+pub fn scrape_final(addr: std::net::SocketAddr) -> String {
+    let started = Instant::now();
+    loop {
+        let page = Collector::http_get(addr, "/metrics");
+        if series_value(&page, "wirelat_point_finished") == Some(1.0) {
+            return page;
+        }
+        assert!(started.elapsed() < RUN_TIMEOUT, "the run never marked its metrics final:\n{page}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
