@@ -144,6 +144,21 @@ fn appliance_in(
     workers_extra: &str,
     extra: &str,
 ) -> (PathBuf, std::process::Output) {
+    let (out, config) = appliance_config(dir, name, pcaps, workers, workers_extra, extra);
+    let output = run_config(&config);
+    assert!(output.status.success(), "{}", describe(&output));
+    (out, output)
+}
+
+/// The output directory and the configuration file of an [`appliance_in`] run, not started.
+fn appliance_config(
+    dir: &Path,
+    name: &str,
+    pcaps: &[PathBuf; 2],
+    workers: usize,
+    workers_extra: &str,
+    extra: &str,
+) -> (PathBuf, PathBuf) {
     let out = dir.join(name);
     std::fs::create_dir_all(&out).expect("mkdir");
     let mut devices = Vec::new();
@@ -175,9 +190,7 @@ fn appliance_in(
     );
     let config = out.join("run.toml");
     std::fs::write(&config, text).expect("write config");
-    let output = run_config(&config);
-    assert!(output.status.success(), "{}", describe(&output));
-    (out, output)
+    (out, config)
 }
 
 /// Asserts both runs dumped the same epochs with byte-identical bodies, and returns how many
@@ -370,4 +383,90 @@ fn run_measures_long_chained_frames_whole_like_offline() {
         .map(|l| l["summary"]["measured"].as_u64().unwrap())
         .sum();
     assert_eq!(measured, 3, "offline measures the same three frames");
+}
+
+/// `[metrics]` on `wirelat run`: the endpoint answers while the appliance forwards, and its
+/// final values (served for `linger_ms` after the end) equal the final counters of the log:
+/// every port counter, every measurement counter and the harvest's epochs.
+#[test]
+fn run_metrics_endpoint_serves_the_final_counters_of_the_log() {
+    let dir = scratch();
+    let pcaps = trace(dir.path());
+    let (_, config) = appliance_config(
+        dir.path(),
+        "metrics",
+        &pcaps,
+        2,
+        "",
+        "[epochs]\nlength_ms = 50\n[metrics]\nlisten = \"127.0.0.1:0\"\nlinger_ms = 5000\n",
+    );
+    let mut cmd = wirelat();
+    cmd.args(["run", "--config"]).arg(&config);
+    let mut p = Collector::spawn(cmd);
+    let addr: std::net::SocketAddr =
+        p.wait_for_line("metrics on http://").trim_end_matches("/metrics").parse().expect("metrics address");
+    let early = Collector::http_get(addr, "/metrics");
+    assert!(early.contains("wirelat_point_info{point=\"1\",mode=\"run\"} 1"), "{early}");
+    let page = scrape_final(addr);
+    let (status, log) = p.wait_exit();
+    assert!(status.success(), "{log}");
+    let exposed = |s: &str| series_value(&page, s).unwrap_or_else(|| panic!("{s} missing:\n{page}"));
+    let final_line = |msg: &str, extra: &str| {
+        let line = log
+            .lines()
+            .find(|l| {
+                l.contains(msg) && l.contains("label=\"final\"") && l.contains(extra) && !l.contains("queue=")
+            })
+            .unwrap_or_else(|| panic!("no final {msg:?} {extra} line:\n{log}"));
+        log_fields(line)
+    };
+    let num = |f: &std::collections::BTreeMap<String, String>, k: &str| -> f64 {
+        f.get(k).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{k} in {f:?}"))
+    };
+    for port in 0..2 {
+        let f = final_line("port counters", &format!("port={port} "));
+        let name = f["name"].clone();
+        let l = format!("port=\"{port}\",name=\"{name}\"");
+        assert_eq!(exposed(&format!("wirelat_port_rx_frames_total{{{l}}}")), num(&f, "rx"));
+        assert_eq!(exposed(&format!("wirelat_port_tx_frames_total{{{l}}}")), num(&f, "tx"));
+        assert_eq!(exposed(&format!("wirelat_port_tx_retries_total{{{l}}}")), num(&f, "tx_retries"));
+        for (reason, field) in
+            [("tx_full", "tx_dropped"), ("oversize", "oversize_dropped"), ("truncated", "truncated_dropped")]
+        {
+            let s = format!("wirelat_port_dropped_frames_total{{{l},reason=\"{reason}\"}}");
+            assert_eq!(exposed(&s), num(&f, field), "{s}");
+        }
+        for (counter, field) in [("rx", "dev_rx"), ("tx", "dev_tx"), ("imissed", "dev_imissed")] {
+            let s = format!("wirelat_port_device_frames_total{{{l},counter=\"{counter}\"}}");
+            assert_eq!(exposed(&s), num(&f, field), "{s}");
+        }
+        assert!(num(&f, "rx") > 1000.0, "{f:?}");
+    }
+    let m = log
+        .lines()
+        .rev()
+        .find(|l| {
+            l.contains("measure counters") && l.contains("label=\"final\"") && !l.contains("worker=Some")
+        })
+        .map(log_fields)
+        .unwrap_or_else(|| panic!("no final measure counters:\n{log}"));
+    assert_eq!(exposed("wirelat_measure_frames_total"), num(&m, "frames"));
+    assert_eq!(exposed("wirelat_measure_measured_packets_total"), num(&m, "measured"));
+    for reason in ["arp", "unknown_ethertype", "fragment", "truncated", "malformed", "encapsulation"] {
+        let s = format!("wirelat_measure_skipped_frames_total{{reason=\"{reason}\"}}");
+        assert_eq!(exposed(&s), num(&m, &format!("skipped_{reason}")), "{s}");
+    }
+    for (family, field) in [
+        ("untimed_packets", "untimed"),
+        ("late_packets", "late"),
+        ("overrun_epochs", "overrun_epochs"),
+        ("overrun_packets", "overrun_packets"),
+        ("overrun_waits", "waits"),
+    ] {
+        assert_eq!(exposed(&format!("wirelat_measure_{family}_total")), num(&m, field), "{family}");
+    }
+    let h = log.lines().find(|l| l.contains(" harvest ") || l.ends_with("harvest")).map(log_fields);
+    let h = h.unwrap_or_else(|| panic!("no harvest line:\n{log}"));
+    assert_eq!(exposed("wirelat_harvest_epochs_total"), num(&h, "epochs"));
+    assert_eq!(exposed("wirelat_harvest_incomplete_epochs_total"), num(&h, "incomplete"));
 }
