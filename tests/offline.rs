@@ -491,3 +491,92 @@ fn offline_metrics_endpoint_serves_the_totals_the_log_prints() {
     assert_eq!(exposed("wirelat_harvest_epochs_total"), logged("epochs"));
     assert!(logged("measured") > 1000.0 && logged("messages") > 10.0, "{log:?}");
 }
+
+/// The collector's delay families against its own records, two points shipping the seeded
+/// trace: per segment, the histogram of epoch means counts and sums exactly the records'
+/// means, the latest gauge is one of them, and the loss counters add the records' sent and
+/// lost; per point and exchange kind, the fridge histogram's `histogram_quantile` p50 and p99
+/// lie within one fixed bucket of the fridge record's own quantiles (one record per kind: the
+/// group spans the whole run).
+#[test]
+fn collector_exposes_delay_histograms_that_agree_with_its_records() {
+    let dir = scratch();
+    let d = dir.path();
+    trace(d);
+    let key = write_key(d);
+    let synopses = "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n[synopses.fridge]\n";
+    let config = collector_config(d, &key, synopses);
+    let text = std::fs::read_to_string(&config).expect("config");
+    let text = text.replace(
+        "[collector]\n",
+        "[report]\nfridge_epochs = 1000\n[collector]\nmetrics_listen = \"127.0.0.1:0\"\n",
+    );
+    std::fs::write(&config, text).expect("config");
+    let mut collector = Collector::start(&config);
+    ship_both_points(d, &collector, &key, synopses, "");
+    let addr: std::net::SocketAddr =
+        collector.wait_for_line("metrics on http://").trim_end_matches("/metrics").parse().expect("address");
+    // The fridge groups close with the points' final watermarks: wait for their records.
+    let started = std::time::Instant::now();
+    let page = loop {
+        let page = Collector::http_get(addr, "/metrics");
+        if page.contains("wirelat_fridge_delay_seconds_count{point=\"b\"") || started.elapsed() > RUN_TIMEOUT
+        {
+            break page;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let log = collector.stop();
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(d.join("records.jsonl"))
+        .expect("records")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    let value = |s: &str| series_value(&page, s).unwrap_or_else(|| panic!("{s} missing:\n{page}\n{log}"));
+    for seg in [40, 41] {
+        let mine: Vec<&serde_json::Value> =
+            records.iter().filter(|r| r["record"] == "segment" && r["segment"] == seg).collect();
+        let means: Vec<f64> =
+            mine.iter().filter_map(|r| r["mean_ns"]["value"].as_f64()).map(|m| m * 1e-9).collect();
+        assert!(means.len() >= 4, "segment {seg}: {mine:?}");
+        let l = format!("{{segment=\"{seg}\",synopsis=\"lda\"}}");
+        assert_eq!(value(&format!("wirelat_segment_delay_seconds_count{l}")), means.len() as f64);
+        let sum: f64 = means.iter().sum();
+        let got = value(&format!("wirelat_segment_delay_seconds_sum{l}"));
+        assert!((got - sum).abs() <= 1e-9 * sum, "{got} vs {sum}");
+        let latest = value(&format!("wirelat_segment_delay_latest_seconds{l}"));
+        assert!(means.iter().any(|m| (m - latest).abs() <= 1e-12 * m), "{latest} not among {means:?}");
+        let known: Vec<_> = mine.iter().filter(|r| r["loss"]["lost"].is_u64()).collect();
+        let sent: u64 = known.iter().map(|r| r["loss"]["sent"].as_u64().expect("sent")).sum();
+        let lost: u64 = known.iter().map(|r| r["loss"]["lost"].as_u64().expect("lost")).sum();
+        assert_eq!(value(&format!("wirelat_segment_sent_packets_total{l}")), sent as f64);
+        assert_eq!(value(&format!("wirelat_segment_lost_packets_total{l}")), lost as f64);
+    }
+    let bucket = |x: f64| BUCKETS.iter().position(|&ub| x <= ub).unwrap_or(BUCKETS.len()) as i64;
+    let mut compared = 0;
+    for r in records.iter().filter(|r| r["record"] == "fridge_quantiles") {
+        let (point, kind) = (r["point"].as_str().expect("point"), r["kind"].as_str().expect("kind"));
+        let buckets = histogram_buckets(
+            &page,
+            "wirelat_fridge_delay_seconds",
+            &format!("point=\"{point}\",kind=\"{kind}\""),
+        );
+        for q in r["quantiles"].as_array().expect("quantiles") {
+            let (p, want) = (q["q"].as_f64().expect("q"), q["delay_ns"].as_f64().expect("delay") * 1e-9);
+            if p != 0.5 && p != 0.99 {
+                continue;
+            }
+            let got = histogram_quantile(p, &buckets).unwrap_or_else(|| panic!("{point} {kind}:\n{page}"));
+            assert!(
+                (bucket(got) - bucket(want)).abs() <= 1,
+                "{point} {kind} q{p}: {got} s vs the record's {want} s"
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared >= 2, "no fridge quantile compared:\n{page}\n{log}");
+    assert_eq!(value("wirelat_peer_metric_series_dropped_total"), 0.0);
+}
+
+/// The collector's fixed bucket bounds (docs/monitoring.md).
+const BUCKETS: [f64; 22] = wirelat_control::report::delay::BUCKETS_SECONDS;

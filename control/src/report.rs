@@ -3,6 +3,7 @@
 //! by a small reusable HTTP endpoint ([`http`]).
 //! Nothing here estimates; it only writes what the engine hands over.
 
+pub mod delay;
 pub mod http;
 pub mod metrics;
 pub mod point;

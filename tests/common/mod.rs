@@ -318,3 +318,38 @@ pub fn scrape_final(addr: std::net::SocketAddr) -> String {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The cumulative buckets `(le, count)` of the histogram series `name{labels,le=…}` in a
+/// Prometheus text page (`labels` as exposed, without braces), in page order.
+pub fn histogram_buckets(page: &str, name: &str, labels: &str) -> Vec<(f64, f64)> {
+    let prefix = format!("{name}_bucket{{{labels},le=\"");
+    page.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(&prefix)?;
+            let (le, value) = rest.split_once("\"} ")?;
+            let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
+            Some((le, value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// `histogram_quantile(q, …)` as Prometheus computes it from cumulative buckets: linear
+/// inside the bucket (from 0 in the first), the highest finite bound in `+Inf`.
+pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
+    let total = buckets.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for &(le, cum) in buckets {
+        if cum >= rank {
+            if le.is_infinite() {
+                return Some(lower);
+            }
+            return Some(lower + (le - lower) * (rank - below) / (cum - below));
+        }
+        (lower, below) = (le, cum);
+    }
+    Some(lower)
+}

@@ -424,6 +424,7 @@ impl Engine {
             }
             self.metrics.inc(metrics::RECORDS, &[], out.lines.len() as u64);
             self.metrics.inc(metrics::ESTIMATES, &[("synopsis", k(g.kind)), ("outcome", &out.estimate)], 1);
+            self.metrics.delay().observe_records(&out.lines);
             self.latest(&g, &out);
         }
         self.ack_all(keys);

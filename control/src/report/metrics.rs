@@ -142,6 +142,9 @@ pub const FAMILIES: [Family; 21] = [
 #[derive(Default)]
 pub struct Metrics {
     series: Mutex<BTreeMap<&'static str, BTreeMap<String, f64>>>,
+    /// The delay histograms, summaries and loss counters ([`super::delay`]), rendered after
+    /// the families above.
+    delay: Arc<super::delay::DelayMetrics>,
 }
 
 fn labels_text(labels: &[(&str, &str)]) -> String {
@@ -188,8 +191,19 @@ impl Metrics {
         m.get(f.name).map_or(0.0, |s| s.values().sum())
     }
 
+    /// The delay distributions fed from the records ([`super::delay`]).
+    pub fn delay(&self) -> &super::delay::DelayMetrics {
+        &self.delay
+    }
+
     /// The Prometheus text exposition (format 0.0.4).
     pub fn render(&self) -> String {
+        let mut out = self.render_families();
+        out.push_str(&self.delay.render());
+        out
+    }
+
+    fn render_families(&self) -> String {
         let m = self.series.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = String::new();
         for f in FAMILIES {

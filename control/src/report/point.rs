@@ -53,74 +53,71 @@ const fn g(name: &'static str, help: &'static str) -> PointFamily {
 
 /// Every family a point exposes, with the log field each mirrors in its help text.
 pub const POINT_FAMILIES: &[PointFamily] = &[
-    g("wirelat_point_info", "1, with the point id and the mode (run, offline) as labels."),
+    g("wirelat_point_info", "1, with the point id and the mode (run, offline) as labels"),
     g(
         "wirelat_point_finished",
-        "1 once the run has ended and the values are final (the endpoint lingers for [metrics] linger_ms), else 0.",
+        "1 once the run has ended and the values are final (the endpoint lingers for [metrics] linger_ms), else 0",
     ),
     // Ports (log: "port counters"), by port and device name.
-    c("wirelat_port_rx_frames", "Frames the workers received on the port (log: rx)."),
-    c("wirelat_port_tx_frames", "Frames the workers sent on the port (log: tx)."),
-    c("wirelat_port_tx_retries", "Extra tx bursts because the port's ring was full (log: tx_retries)."),
+    c("wirelat_port_rx_frames", "Frames the workers received on the port (log: rx)"),
+    c("wirelat_port_tx_frames", "Frames the workers sent on the port (log: tx)"),
+    c("wirelat_port_tx_retries", "Extra tx bursts because the port's ring was full (log: tx_retries)"),
     c(
         "wirelat_port_dropped_frames",
-        "Frames dropped at the port, by reason: tx_full (log: tx_dropped), oversize (oversize_dropped), truncated (truncated_dropped).",
+        "Frames dropped at the port, by reason: tx_full (log: tx_dropped), oversize (oversize_dropped), truncated (truncated_dropped)",
     ),
     c(
         "wirelat_port_device_frames",
-        "The device's own counters (log: dev_rx, dev_tx, dev_imissed, dev_rx_nombuf, dev_ierrors, dev_oerrors), by counter.",
+        "The device's own counters (log: dev_rx, dev_tx, dev_imissed, dev_rx_nombuf, dev_ierrors, dev_oerrors), by counter",
     ),
     // Measurement (log: "measure counters" / "offline run finished").
-    c("wirelat_measure_frames", "Frames handed to the measurement pipeline (log: frames)."),
-    c("wirelat_measure_measured_packets", "Packets measured by the synopses (log: measured)."),
+    c("wirelat_measure_frames", "Frames handed to the measurement pipeline (log: frames)"),
+    c("wirelat_measure_measured_packets", "Packets measured by the synopses (log: measured)"),
     c(
         "wirelat_measure_skipped_frames",
-        "Frames forwarded but not measured, by reason (log: skipped_arp, skipped_unknown_ethertype, skipped_fragment, skipped_truncated, skipped_malformed, skipped_encapsulation).",
+        "Frames forwarded but not measured, by reason (log: skipped_arp, skipped_unknown_ethertype, skipped_fragment, skipped_truncated, skipped_malformed, skipped_encapsulation)",
     ),
-    c("wirelat_measure_untimed_packets", "Packets without a timestamp (log: untimed)."),
-    c("wirelat_measure_late_packets", "Packets older than the worker's current epoch (log: late)."),
+    c("wirelat_measure_untimed_packets", "Packets without a timestamp (log: untimed)"),
+    c("wirelat_measure_late_packets", "Packets older than the worker's current epoch (log: late)"),
     c(
         "wirelat_measure_overrun_epochs",
-        "Epochs a worker could not measure because the control thread fell behind, summed over workers (log: overrun_epochs).",
+        "Epochs a worker could not measure because the control thread fell behind, summed over workers (log: overrun_epochs)",
     ),
-    c(
-        "wirelat_measure_overrun_packets",
-        "Packets not measured because of an overrun (log: overrun_packets).",
-    ),
+    c("wirelat_measure_overrun_packets", "Packets not measured because of an overrun (log: overrun_packets)"),
     c(
         "wirelat_measure_overrun_waits",
-        "Times a worker waited for a buffer (overrun policy wait) (log: waits).",
+        "Times a worker waited for a buffer (overrun policy wait) (log: waits)",
     ),
     // Harvest (log: "harvest").
-    c("wirelat_harvest_epochs", "Epochs merged from the workers' shards (log: epochs)."),
-    c("wirelat_harvest_incomplete_epochs", "Merged epochs some worker skipped (log: incomplete)."),
+    c("wirelat_harvest_epochs", "Epochs merged from the workers' shards (log: epochs)"),
+    c("wirelat_harvest_incomplete_epochs", "Merged epochs some worker skipped (log: incomplete)"),
     c(
         "wirelat_harvest_overrun_epochs",
-        "Epochs lost to overruns, as the harvester counts them (log: overrun_epochs).",
+        "Epochs lost to overruns, as the harvester counts them (log: overrun_epochs)",
     ),
     // Publisher (log: "offline run finished").
-    c("wirelat_publish_epochs", "Merged epochs published (log: epochs)."),
-    c("wirelat_publish_messages", "Epoch synopses handed to the sinks (log: messages)."),
-    c("wirelat_publish_body_bytes", "Encoded bytes of those synopses (log: body_bytes)."),
-    c("wirelat_publish_colate_epochs", "COLATE counter epochs closed (log: colate_epochs)."),
+    c("wirelat_publish_epochs", "Merged epochs published (log: epochs)"),
+    c("wirelat_publish_messages", "Epoch synopses handed to the sinks (log: messages)"),
+    c("wirelat_publish_body_bytes", "Encoded bytes of those synopses (log: body_bytes)"),
+    c("wirelat_publish_colate_epochs", "COLATE counter epochs closed (log: colate_epochs)"),
     c(
         "wirelat_publish_given_up",
-        "Epoch synopses a sink gave up, by reason: they will not reach their destination (log: \"epochs lost\").",
+        "Epoch synopses a sink gave up, by reason: they will not reach their destination (log: \"epochs lost\")",
     ),
     // Shipper (log: "network sink closed").
-    c("wirelat_ship_delivered", "Epoch synopses handed to the network sink (log: delivered)."),
-    c("wirelat_ship_sent_frames", "Frames written to the peer, resends included (log: sent)."),
-    c("wirelat_ship_resent_frames", "Frames written again after a reconnect (log: resent)."),
-    c("wirelat_ship_acked", "Epoch synopses the peer acknowledged (log: acked)."),
-    c("wirelat_ship_connections", "Successful handshakes with the peer (log: connections)."),
-    c("wirelat_ship_connect_failures", "Failed connection attempts to the peer."),
+    c("wirelat_ship_delivered", "Epoch synopses handed to the network sink (log: delivered)"),
+    c("wirelat_ship_sent_frames", "Frames written to the peer, resends included (log: sent)"),
+    c("wirelat_ship_resent_frames", "Frames written again after a reconnect (log: resent)"),
+    c("wirelat_ship_acked", "Epoch synopses the peer acknowledged (log: acked)"),
+    c("wirelat_ship_connections", "Successful handshakes with the peer (log: connections)"),
+    c("wirelat_ship_connect_failures", "Failed connection attempts to the peer"),
     c(
         "wirelat_ship_not_crash_safe",
-        "Epoch synopses kept in memory only, the spill directory being unable to take them (log: not_crash_safe).",
+        "Epoch synopses kept in memory only, the spill directory being unable to take them (log: not_crash_safe)",
     ),
-    g("wirelat_ship_queued", "Epoch synopses waiting for the peer's acknowledgement now."),
-    g("wirelat_ship_spilled", "Of those, held only in the spill directory."),
-    c("wirelat_ship_rda_lookups", "RDA timestamp look-ups the point answered."),
+    g("wirelat_ship_queued", "Epoch synopses waiting for the peer's acknowledgement now"),
+    g("wirelat_ship_spilled", "Of those, held only in the spill directory"),
+    c("wirelat_ship_rda_lookups", "RDA timestamp look-ups the point answered"),
 ];
 
 enum Fam {
@@ -244,6 +241,10 @@ mod tests {
     #[test]
     fn families_render_with_help_type_and_set_values() {
         let m = PointMetrics::new(7, "offline");
+        // prometheus-client leaves out families without a series.
+        for f in POINT_FAMILIES {
+            m.set(f.name, &[], 1);
+        }
         m.set("wirelat_port_rx_frames", &[("port", "0")], 12);
         m.set("wirelat_port_rx_frames", &[("port", "0")], 15);
         m.set("wirelat_ship_queued", &[], 3);
@@ -254,6 +255,7 @@ mod tests {
         }
         assert!(t.contains("wirelat_port_rx_frames_total{port=\"0\"} 15\n"), "{t}");
         assert!(t.contains("wirelat_ship_queued 3\n"), "{t}");
+        assert!(!t.contains(".."), "prometheus-client ends help texts with a period itself:\n{t}");
         assert!(t.contains("wirelat_point_info{point=\"7\",mode=\"offline\"} 1\n"), "{t}");
         assert_eq!(m.get("wirelat_port_rx_frames", &[("port", "0")]), Some(15));
         assert_eq!(m.get("wirelat_port_rx_frames", &[("port", "1")]), None);
