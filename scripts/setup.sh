@@ -21,10 +21,12 @@
 #                 sides, offloads off, ICMP, TCP, DNS through `wirelat run` on af_packet ports
 #   python3       the same test's HTTP server and frame writer (also pulled in by dpdk-dev;
 #                 named so that the test does not depend on that)
+#   prometheus    tests/prometheus.rs (W16): a real Prometheus scrapes two points and a
+#                 collector on 127.0.0.1 and evaluates every query of the Grafana dashboard
 set -euo pipefail
 
 PACKAGES=(libdpdk-dev dpdk-dev libclang-dev clang pkg-config libpcap-dev build-essential libhwloc-dev libudev-dev
-          tcpdump ethtool iputils-ping curl bind9-dnsutils dnsmasq-base iproute2 python3)
+          tcpdump ethtool iputils-ping curl bind9-dnsutils dnsmasq-base iproute2 python3 prometheus)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -580,3 +580,180 @@ fn collector_exposes_delay_histograms_that_agree_with_its_records() {
 
 /// The collector's fixed bucket bounds (docs/monitoring.md).
 const BUCKETS: [f64; 22] = wirelat_control::report::delay::BUCKETS_SECONDS;
+
+/// A process killed (and reaped) when the test ends, failed or not.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `s` percent-encoded for a URL query value.
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Prometheus's instant query `expr`: its `data.result` array (panics on an error status).
+fn prom_query(addr: std::net::SocketAddr, expr: &str) -> Vec<serde_json::Value> {
+    let r = Collector::http_get(addr, &format!("/api/v1/query?query={}", urlencode(expr)));
+    let body = r.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let v: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{expr}: not JSON ({e}):\n{r}"));
+    assert_eq!(v["status"], "success", "{expr}:\n{v}");
+    v["data"]["result"].as_array().cloned().unwrap_or_default()
+}
+
+/// The numeric value of one instant-vector sample.
+fn sample_value(s: &serde_json::Value) -> f64 {
+    s["value"][1].as_str().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+}
+
+/// Item 3 of W16: the real Prometheus (Debian's package, installed by scripts/setup.sh)
+/// scrapes two points (`wirelat offline` shipping the seeded trace, `[metrics]` lingering) and
+/// the collector on 127.0.0.1. Every query of the Grafana dashboard
+/// (docs/grafana/wirelat-two-point.json) must return data without error; the points' counters
+/// in Prometheus equal their totals at exit; Prometheus's `histogram_quantile` of the fridge
+/// equals the one the tests compute from the collector's page.
+#[test]
+fn prometheus_evaluates_every_dashboard_query_on_two_points_and_a_collector() {
+    let prometheus = ["/usr/bin/prometheus", "/usr/local/bin/prometheus"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("prometheus is not installed: run scripts/setup.sh");
+    let dir = scratch();
+    let d = dir.path();
+    trace(d);
+    let key = write_key(d);
+    let synopses = "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n[synopses.fridge]\n\
+                    [synopses.fridge.subsets]\nby = \"server_port\"\nports = [80, 443, 53]\n";
+    let config = collector_config(d, &key, synopses);
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, text.replace("[collector]\n", "[collector]\nmetrics_listen = \"127.0.0.1:0\"\n"))
+        .expect("config");
+    let mut collector = Collector::start(&config);
+    let metrics_addr = |c: &mut Collector| -> std::net::SocketAddr {
+        c.wait_for_line("metrics on http://").trim_end_matches("/metrics").parse().expect("metrics address")
+    };
+    let collector_metrics = metrics_addr(&mut collector);
+    let mut points = Vec::new();
+    for (id, name) in [(1, "a"), (2, "b")] {
+        let config = d.join(format!("{name}.toml"));
+        let text = format!(
+            "[point]\nid = {id}\n[segments]\nforward = 40\nreverse = 41\n[epochs]\nlength_ms = 100\n\
+             [metrics]\nlisten = \"127.0.0.1:0\"\nlinger_ms = 600000\n\
+             [ship]\npeer = \"{}\"\nkey_file = \"{}\"\nbackoff_initial_ms = 20\nclose_timeout_ms = 30000\n{synopses}",
+            collector.addr,
+            key.display()
+        );
+        std::fs::write(&config, text).expect("point config");
+        let mut cmd = wirelat();
+        cmd.args(["offline", "--config"]).arg(&config);
+        cmd.arg("--port0").arg(d.join(format!("{name}_port0.pcap")));
+        cmd.arg("--port1").arg(d.join(format!("{name}_port1.pcap")));
+        let mut p = Collector::spawn(cmd);
+        let addr = metrics_addr(&mut p);
+        points.push((p, addr));
+    }
+    let prom_addr =
+        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port");
+    let targets = |addrs: &[std::net::SocketAddr]| {
+        addrs.iter().map(|a| format!("\"{a}\"")).collect::<Vec<_>>().join(", ")
+    };
+    let prom_config = d.join("prometheus.yml");
+    std::fs::write(
+        &prom_config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n\
+             \x20 - job_name: wirelat-points\n    static_configs:\n      - targets: [{}]\n\
+             \x20 - job_name: wirelat-collector\n    static_configs:\n      - targets: [{}]\n",
+            targets(&points.iter().map(|(_, a)| *a).collect::<Vec<_>>()),
+            targets(&[collector_metrics])
+        ),
+    )
+    .expect("prometheus config");
+    let prom_log = std::fs::File::create(d.join("prometheus.log")).expect("log");
+    let _prometheus = KillOnDrop(
+        std::process::Command::new(prometheus)
+            .arg(format!("--config.file={}", prom_config.display()))
+            .arg(format!("--storage.tsdb.path={}", d.join("tsdb").display()))
+            .arg(format!("--web.listen-address={prom_addr}"))
+            .stdout(Stdio::null())
+            .stderr(prom_log)
+            .spawn()
+            .expect("start prometheus"),
+    );
+    // Both points finished (their final values scraped) and the collector's fridge exposed;
+    // then a few more scrapes so every rate() has samples.
+    let started = std::time::Instant::now();
+    let ready = |expr: &str, want: f64| {
+        std::net::TcpStream::connect(prom_addr).is_ok()
+            && prom_query(prom_addr, expr).first().map(sample_value) == Some(want)
+    };
+    while !(ready("count(wirelat_point_finished == 1)", 2.0)
+        && ready("count(count by (point) (wirelat_fridge_delay_seconds_count)) > 0", 2.0))
+    {
+        let log = std::fs::read_to_string(d.join("prometheus.log")).unwrap_or_default();
+        assert!(started.elapsed() < RUN_TIMEOUT, "Prometheus never saw both points finish:\n{log}");
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    eprintln!("Prometheus saw both points finish after {:?}", started.elapsed());
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_path("docs/grafana/wirelat-two-point.json")).expect("dashboard"),
+    )
+    .expect("dashboard JSON");
+    let mut exprs = 0;
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("expr");
+            let result = prom_query(prom_addr, expr);
+            assert!(!result.is_empty(), "panel {:?}: {expr} returned nothing", panel["title"]);
+            exprs += 1;
+        }
+    }
+    assert!(exprs >= 20, "{exprs} expressions");
+    // Prometheus's histogram_quantile equals the tests' (used against the records above).
+    let page = Collector::http_get(collector_metrics, "/metrics");
+    for q in [0.5, 0.99] {
+        let expr = format!("histogram_quantile({q}, wirelat_fridge_delay_seconds_bucket)");
+        for s in prom_query(prom_addr, &expr) {
+            let (point, kind) =
+                (s["metric"]["point"].as_str().expect("point"), s["metric"]["kind"].as_str().expect("kind"));
+            let buckets = histogram_buckets(
+                &page,
+                "wirelat_fridge_delay_seconds",
+                &format!("point=\"{point}\",kind=\"{kind}\""),
+            );
+            let mine = histogram_quantile(q, &buckets).unwrap_or(f64::NAN);
+            let theirs = sample_value(&s);
+            assert!(
+                (mine - theirs).abs() <= 1e-9 * theirs.abs() || (mine.is_nan() && theirs.is_nan()),
+                "{expr} {point} {kind}: {mine} vs {theirs}"
+            );
+        }
+    }
+    // The points' counters in Prometheus equal their totals at exit.
+    for (mut p, addr) in points {
+        let f = log_fields(&p.wait_for_line("offline run finished"));
+        assert!(!p.log().contains("epochs lost"), "{}", p.log());
+        p.kill(); // still lingering
+        for (family, field) in [
+            ("wirelat_publish_messages_total", "messages"),
+            ("wirelat_publish_epochs_total", "epochs"),
+            ("wirelat_measure_measured_packets_total", "measured"),
+        ] {
+            let got = prom_query(prom_addr, &format!("{family}{{instance=\"{addr}\"}}"));
+            let want: f64 = f[field].parse().expect("number");
+            assert_eq!(got.first().map(sample_value), Some(want), "{family} of {addr}");
+        }
+    }
+    collector.stop();
+}

@@ -219,7 +219,7 @@ impl Collector {
         use std::io::Write;
         let mut s = std::net::TcpStream::connect(addr).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
-        write!(s, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").expect("request");
+        write!(s, "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").expect("request");
         let mut r = String::new();
         let _ = s.read_to_string(&mut r);
         r
