@@ -73,7 +73,9 @@ fn fixed_buckets_match_the_true_distribution_within_the_split_bin() {
             let truth = delays[((q * delays.len() as f64) as usize).min(delays.len() - 1)] * 1e-9;
             let got = w.prometheus_quantile(q).expect("a quantile");
             let (a, b) = (bucket(got) as i64, bucket(truth) as i64);
-            eprintln!("seed {seed} median {median} ns sigma {sigma}: q{q} true {truth:.3e} s, histogram_quantile {got:.3e} s");
+            eprintln!(
+                "seed {seed} median {median} ns sigma {sigma}: q{q} true {truth:.3e} s, histogram_quantile {got:.3e} s"
+            );
             assert!(
                 (a - b).abs() <= 1,
                 "seed {seed} q{q}: {got} s (bucket {a}) vs true {truth} s (bucket {b})"
