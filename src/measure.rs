@@ -8,7 +8,7 @@ use wirelat_control::config::Config;
 use wirelat_control::local_sink::{BodyDumpSink, JsonLinesSink};
 use wirelat_control::publish::Publisher;
 use wirelat_control::ship::NetworkSink;
-use wirelat_control::sink::EpochSink;
+use wirelat_control::sink::{EpochSink, RouteSink};
 use wirelat_dataplane::pipeline::EpochSynopses;
 use wirelat_dataplane::synopsis::estimate::{Estimate, Measured};
 
@@ -118,6 +118,19 @@ pub fn publisher(config: &Config, backpressure: bool) -> anyhow::Result<Publishe
         let sink = if backpressure { sink.with_backpressure() } else { sink };
         info!(peer = %ship.peer, spill_dir = ?ship.spill_dir, "shipping epochs to the peer");
         sinks.push(Box::new(sink));
+    }
+    for route in &config.routes {
+        let route = route.get_ref().clone();
+        let sink = NetworkSink::new(
+            config.point_ids().point,
+            &config.synopses_config(),
+            &config.packet_config(),
+            route.ship.clone(),
+        )
+        .with_context(|| format!("cannot set up shipping to the [[route]] peer {}", route.ship.peer))?;
+        let sink = if backpressure { sink.with_backpressure() } else { sink };
+        info!(peer = %route.ship.peer, segments = ?route.segments, fridge = route.fridge, "shipping a route's epochs");
+        sinks.push(Box::new(RouteSink::new(sink, move |segment| route.owns(segment))));
     }
     Publisher::new(
         config.point_ids(),

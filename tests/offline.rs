@@ -757,3 +757,124 @@ fn prometheus_evaluates_every_dashboard_query_on_two_points_and_a_collector() {
     }
     collector.stop();
 }
+
+/// Many collectors (`[[route]]`): three collectors, four points. Points 1 and 2 measure
+/// segments 40 and 41, points 3 and 4 (the same traffic) segments 50 and 51. X owns 40, 41 and
+/// the fridge of points 1 and 2; Y owns 50; Z owns 51 and the fridge of points 3 and 4, so
+/// points 3 and 4 split their output over two collectors. (A collector names at most two
+/// points, `a` and `b`, so no collector here takes more than two.) Every segment's records are
+/// at exactly one collector, and nothing is lost: every sink of every point had each delivered
+/// epoch synopsis acknowledged.
+#[test]
+fn three_collectors_split_four_points_by_segment() {
+    let dir = scratch();
+    let d = dir.path();
+    trace(d);
+    let key = write_key(d);
+    let synopses = "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n[synopses.fridge]\n";
+    let start = |name: &str, points: [u32; 2], segments: &[(u32, u32, u32)]| {
+        let mut text = format!(
+            "[collector]\nlisten = \"127.0.0.1:0\"\nkey_file = \"{}\"\nrecords = \"{}\"\n",
+            key.display(),
+            d.join(format!("records-{name}.jsonl")).display()
+        );
+        for (id, point) in points.iter().zip(["a", "b"]) {
+            text.push_str(&format!("[[point]]\nid = {id}\nname = \"{point}\"\n"));
+        }
+        for (id, up, down) in segments {
+            text.push_str(&format!("[[segment]]\nid = {id}\nupstream = {up}\ndownstream = {down}\n"));
+        }
+        text.push_str(synopses);
+        let config = d.join(format!("collector-{name}.toml"));
+        std::fs::write(&config, text).expect("collector config");
+        Collector::start(&config)
+    };
+    let x = start("x", [1, 2], &[(40, 1, 2), (41, 2, 1)]);
+    let y = start("y", [3, 4], &[(50, 3, 4)]);
+    let z = start("z", [3, 4], &[(51, 4, 3)]);
+    let ship = |c: &Collector| {
+        format!(
+            "ship = {{ peer = \"{}\", key_file = \"{}\", backoff_initial_ms = 20, close_timeout_ms = 30000 }}\n",
+            c.addr,
+            key.display()
+        )
+    };
+    let route = |c: &Collector, segments: &str, fridge: bool| {
+        format!("[[route]]\nsegments = [{segments}]\nfridge = {fridge}\n{}", ship(c))
+    };
+    let points = [
+        (1, "a", 40, 41, route(&x, "40, 41", true)),
+        (2, "b", 40, 41, route(&x, "40, 41", true)),
+        (3, "a", 50, 51, route(&y, "50", false) + &route(&z, "51", true)),
+        (4, "b", 50, 51, route(&y, "50", false) + &route(&z, "51", true)),
+    ];
+    let children: Vec<(usize, Child)> = points
+        .iter()
+        .map(|(id, pcaps, forward, reverse, routes)| {
+            let config = d.join(format!("point{id}.toml"));
+            let text = format!(
+                "[point]\nid = {id}\n[segments]\nforward = {forward}\nreverse = {reverse}\n[epochs]\nlength_ms = 100\n\
+                 {routes}{synopses}"
+            );
+            std::fs::write(&config, text).expect("point config");
+            wirelat()
+                .args(["offline", "--config"])
+                .arg(&config)
+                .arg("--port0")
+                .arg(d.join(format!("{pcaps}_port0.pcap")))
+                .arg("--port1")
+                .arg(d.join(format!("{pcaps}_port1.pcap")))
+                .env("RUST_LOG", "info")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map(|c| (routes.matches("[[route]]").count(), c))
+                .expect("start wirelat offline")
+        })
+        .collect();
+    for (routes, child) in children {
+        let output = wait_with_timeout(child, RUN_TIMEOUT);
+        assert!(output.status.success(), "{}", describe(&output));
+        let log = String::from_utf8_lossy(&output.stderr);
+        let closed: Vec<_> =
+            log.lines().filter(|l| l.contains("network sink closed")).map(log_fields).collect();
+        assert_eq!(closed.len(), routes, "{log}");
+        for c in closed {
+            assert_eq!(c["given_up"], "0", "{c:?}");
+            assert_eq!(c["acked"], c["delivered"], "{c:?}");
+            assert!(c["delivered"].parse::<u64>().expect("delivered") >= 5, "{c:?}");
+        }
+    }
+    let mut seen: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
+    for (name, c) in [("x", x), ("y", y), ("z", z)] {
+        let log = c.stop();
+        let text = std::fs::read_to_string(d.join(format!("records-{name}.jsonl"))).expect("records");
+        let mut count: BTreeMap<String, usize> = BTreeMap::new();
+        for r in text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON")) {
+            let what = match r["record"].as_str() {
+                Some("segment") => format!("segment {}", r["segment"]),
+                Some("fridge_quantiles") => format!("fridge {}", r["point_id"]),
+                _ => continue,
+            };
+            *count.entry(what).or_default() += 1;
+        }
+        for (what, n) in &count {
+            assert!(*n >= 4, "collector {name}: {n} records of {what}\n{log}");
+            seen.entry(what.clone()).or_default().insert(name);
+        }
+    }
+    let expected: BTreeMap<String, BTreeSet<&str>> = [
+        ("segment 40", "x"),
+        ("segment 41", "x"),
+        ("segment 50", "y"),
+        ("segment 51", "z"),
+        ("fridge 1", "x"),
+        ("fridge 2", "x"),
+        ("fridge 3", "z"),
+        ("fridge 4", "z"),
+    ]
+    .into_iter()
+    .map(|(w, c)| (w.to_owned(), BTreeSet::from([c])))
+    .collect();
+    assert_eq!(seen, expected);
+}

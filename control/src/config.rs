@@ -134,6 +134,10 @@ pub struct Config {
     /// local `[output]` sinks (W9's [`crate::ship::NetworkSink`]).
     #[serde(default)]
     pub ship: Option<Spanned<ShipConfig>>,
+    /// Many collectors (`[[route]]`): each gets the epoch synopses of its own segments (and,
+    /// when it says so, the fridge), so a fleet is split by segment across collectors.
+    #[serde(default, rename = "route")]
+    pub routes: Vec<Spanned<RouteConfig>>,
     /// The point's own Prometheus endpoint (`[metrics]`), off by default.
     #[serde(default)]
     pub metrics: MetricsConfig,
@@ -252,6 +256,29 @@ pub struct OutputConfig {
     pub dump_dir: Option<PathBuf>,
     /// Append COLATE's closed counter epochs to archives in this directory.
     pub colate_archive: Option<PathBuf>,
+}
+
+/// One `[[route]]`: a collector that owns some segments (and perhaps the fridge). The point
+/// ships it exactly the epoch synopses of those, through a network sink of its own (queue,
+/// spill directory, retries: `ship`, the fields of `[ship]`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// The segment ids whose two-point synopses go to this collector.
+    #[serde(default)]
+    pub segments: Vec<u32>,
+    /// Whether the fridge (the point's own, segment 0) goes to this collector too.
+    #[serde(default)]
+    pub fridge: bool,
+    /// Where and how: `{ peer = "host:port", key_file = "…", … }` as in `[ship]`.
+    pub ship: ShipConfig,
+}
+
+impl RouteConfig {
+    /// Whether a message of `segment` (0: the fridge) goes this way.
+    pub fn owns(&self, segment: u32) -> bool {
+        if segment == crate::sink::LOCAL_SEGMENT { self.fridge } else { self.segments.contains(&segment) }
+    }
 }
 
 /// `[metrics]`: the point's `/metrics` endpoint (`wirelat run` and `wirelat offline`), with every
@@ -772,6 +799,27 @@ impl Config {
             && let Err((key, e)) = ship.get_ref().validate()
         {
             return fail(key_span(text, ship.span(), key), e);
+        }
+        for route in &self.routes {
+            if let Err((key, e)) = route.get_ref().ship.validate() {
+                return fail(key_span(text, route.span(), key), format!("[[route]] ship.{e}"));
+            }
+            if self.synopses_config().is_empty() {
+                return fail(route.span(), "[[route]] needs at least one [synopses.*] table".into());
+            }
+        }
+        let spills: Vec<&Path> = self
+            .ship_config()
+            .into_iter()
+            .chain(self.routes.iter().map(|r| &r.get_ref().ship))
+            .filter_map(|s| s.spill_dir.as_deref())
+            .collect();
+        if let Some((i, _)) = spills.iter().enumerate().find(|(i, d)| spills[..*i].contains(d)) {
+            let span = self.routes.get(i.saturating_sub(1)).map_or(0..0, |r| r.span());
+            return fail(
+                span,
+                format!("two [ship]/[[route]] sinks share the spill directory {}", spills[i].display()),
+            );
         }
         if let Some(ship) = &self.ship
             && self.synopses_config().is_empty()

@@ -80,3 +80,47 @@ pub fn loss_summary(losses: &[(&'static str, u64)]) -> Option<String> {
         format!("{total} epoch synopses were not delivered to the peer ({})", reasons.join(", "))
     })
 }
+
+/// A sink that passes on only the messages of some segments (a `[[route]]`): RDA caches of the
+/// same segments, and progress and close, go through unchanged.
+pub struct RouteSink<S> {
+    inner: S,
+    owns: Box<dyn Fn(u32) -> bool + Send>,
+}
+
+impl<S: EpochSink> RouteSink<S> {
+    /// `inner`, for the segments `owns` accepts.
+    pub fn new(inner: S, owns: impl Fn(u32) -> bool + Send + 'static) -> Self {
+        Self { inner, owns: Box::new(owns) }
+    }
+}
+
+impl<S: EpochSink> EpochSink for RouteSink<S> {
+    fn deliver(&mut self, msg: &EpochMessage) {
+        if (self.owns)(msg.segment) {
+            self.inner.deliver(msg);
+        }
+    }
+
+    fn retain_rda_cache(&mut self, segment: u32, epoch: u64, cache: &TimestampCache) {
+        if (self.owns)(segment) {
+            self.inner.retain_rda_cache(segment, epoch, cache);
+        }
+    }
+
+    fn progress(&mut self, passed_epoch: u64) {
+        self.inner.progress(passed_epoch);
+    }
+
+    fn close(&mut self) {
+        self.inner.close();
+    }
+
+    fn losses(&self) -> Vec<(&'static str, u64)> {
+        self.inner.losses()
+    }
+
+    fn ship_counters(&self) -> Option<crate::ship::ShipCounters> {
+        self.inner.ship_counters()
+    }
+}
