@@ -1106,6 +1106,29 @@ device = "3b:00.1,rxq_cqe_comp_en=0"
     }
 
     #[test]
+    fn routes_parse_own_their_segments_and_refuse_a_shared_spill_directory() {
+        let lda = "[synopses.lda]\nbanks = [{ rows = 64, p = 1.0 }]\nseed = 3\n";
+        let route = |segments: &str, extra: &str| {
+            format!(
+                "[[route]]\nsegments = [{segments}]\nfridge = true\n\
+                 ship = {{ peer = \"127.0.0.1:7700\", key_file = \"k\"{extra} }}\n"
+            )
+        };
+        let c = parse(&format!("{MINIMAL}{lda}{}", route("1, 3", ""))).expect("valid");
+        let r = c.routes[0].get_ref();
+        assert!(r.owns(1) && r.owns(3) && r.owns(crate::sink::LOCAL_SEGMENT) && !r.owns(2));
+        let text = format!(
+            "{MINIMAL}{lda}{}{}",
+            route("1", ", spill_dir = \"s\""),
+            route("2", ", spill_dir = \"s\"")
+        );
+        let e = parse(&text).expect_err("a shared spill directory");
+        assert!(e.to_string().contains("share the spill directory"), "{e}");
+        let e = parse(&format!("{MINIMAL}{}", route("1", ""))).expect_err("nothing measured");
+        assert!(e.to_string().contains("[[route]] needs at least one [synopses.*] table"), "{e}");
+    }
+
+    #[test]
     fn shipped_configs_parse() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
         let mut n = 0;
