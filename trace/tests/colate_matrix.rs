@@ -70,7 +70,7 @@ fn scenarios() -> Vec<Scenario> {
         delay,
         shift_ns: 0,
         loss,
-        pps: 20_000.0,
+        pps: 35_000.0,
         seconds: 2.0,
         epoch_ns: 100_000_000,
         counters: 262_144,
@@ -92,28 +92,29 @@ fn scenarios() -> Vec<Scenario> {
         },
         base("lognormal-mix/bursty-5%", lnmix, LossModel::Bursty { rate: 0.05, mean_burst: 8.0 }),
         Scenario {
-            load: Some(0.5),
+            load: Some(0.55),
             ..base(
-                "queue-ρ0.5/bursty-1%",
+                "queue-ρ0.55/bursty-1%",
                 DelaySpec::Queue(QueueModel::Queue {
-                    service_rate_bps: 20_000_000.0,
+                    service_rate_bps: 35_000_000.0,
                     propagation_ns: 20_000,
                 }),
                 LossModel::Bursty { rate: 0.01, mean_burst: 8.0 },
             )
         },
         Scenario {
-            load: Some(0.5),
+            load: Some(0.55),
             ..base(
-                "queue-ρ0.5/none",
+                "queue-ρ0.55/none",
                 DelaySpec::Queue(QueueModel::Queue {
-                    service_rate_bps: 20_000_000.0,
+                    service_rate_bps: 35_000_000.0,
                     propagation_ns: 20_000,
                 }),
                 LossModel::None,
             )
         },
-        // A crowded vector: ≈ 0.4 foreign packets per cell, so the foreign correction matters.
+        // A crowded vector: ≈ 0.2 packets per cell, so the foreign correction matters (at ≈ 0.3 the
+        // normal 95 % interval covers only 92 %: foreign chunks are not normal).
         Scenario {
             counters: 20_000,
             pps: 40_000.0,
@@ -156,6 +157,9 @@ struct FlowEpochTruth {
 /// What one scenario measured.
 #[derive(Default)]
 struct Tally {
+    /// Forward flows in the trace.
+    trace_flows: usize,
+    /// Of those, with ≥ MIN_PACKETS packets in some epoch.
     flows: usize,
     checked: usize,
     estimated: usize,
@@ -237,6 +241,7 @@ fn run(sc: &Scenario, seed: u64, failures: &mut Vec<String>) -> Tally {
     let mut flows: BTreeMap<u64, Vec<FlowEpochTruth>> = BTreeMap::new();
     let mut tally = Tally::default();
     for f in pair.truth.flows.iter().filter(|f| f.direction == Direction::Forward) {
+        tally.trace_flows += 1;
         let Some(&hash) = hash_of.get(&f.flow) else { continue };
         let mut any = false;
         for e in f.epochs.iter().filter(|e| e.sent >= MIN_PACKETS && e.same_epoch.count >= 1) {
@@ -341,15 +346,18 @@ fn at_least(hits: usize, of: usize, p: f64) -> bool {
 fn every_flow_of_every_scenario_is_within_the_estimators_bounds() {
     let mut failures = Vec::new();
     println!(
-        "| scenario | flows / flow-epochs (lossy) | with mean | reliable (within 25 %) | rel. error median / p99 / max (lossless p99) | within 10·se | 95 % coverage | σ̂ rel. error median / p99 | paper Eq 3: negative, p99 rel. error |"
+        "| scenario | flows in trace / checked / flow-epochs (lossy) | with mean | reliable (within 25 %) | rel. error median / p99 / max (lossless p99) | within 10·se | 95 % coverage | σ̂ rel. error median / p99 | paper Eq 3: negative, p99 rel. error |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for (i, sc) in scenarios().iter().enumerate() {
         let mut t = run(sc, 1900 + i as u64, &mut failures);
         let mut fail = |what: String| failures.push(format!("{}: {what}", sc.name));
         let n = t.checked;
-        if n < 30 {
-            fail(format!("only {n} flow-epochs with ≥ {MIN_PACKETS} packets: the scenario checks nothing"));
+        if t.flows < 50 {
+            fail(format!(
+                "only {} flows with ≥ {MIN_PACKETS} packets in an epoch: the scenario checks little",
+                t.flows
+            ));
         }
         if !at_least(t.estimated, n, 0.95) || t.estimated * 100 < n * 95 {
             fail(format!("{} of {n} flow-epochs have a mean (< 95 %)", t.estimated));
@@ -368,8 +376,9 @@ fn every_flow_of_every_scenario_is_within_the_estimators_bounds() {
         let lossless_p99 = quantile(&mut t.rel_lossless, 0.99);
         let (p99, max) = (quantile(&mut t.rel, 0.99), quantile(&mut t.rel, 1.0));
         println!(
-            "| {} | {} / {n} ({}) | {:.1} % | {:.1} % ({:.1} %) | {:.2} % / {:.1} % / {:.1} % ({:.1} %) | {:.2} % | {:.1} % | {:.1} % / {:.0} % | {}, {:.0} % |",
+            "| {} | {} / {} / {n} ({}) | {:.1} % | {:.1} % ({:.1} %) | {:.2} % / {:.1} % / {:.1} % ({:.1} %) | {:.2} % | {:.1} % | {:.1} % / {:.0} % | {}, {:.0} % |",
             sc.name,
+            t.trace_flows,
             t.flows,
             t.lossy,
             pct(t.estimated, n),

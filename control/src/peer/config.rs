@@ -466,6 +466,10 @@ seed = 7
         let no_segments = BASE.split("[[segment]]").next().unwrap().to_owned()
             + "[synopses.lda]\nbanks = [{ rows = 64, p = 1.0 }]\n";
         assert!(parse(&no_segments).unwrap_err().to_string().contains("no [[segment]]"));
+        let e = parse(&format!("{BASE}[colate]\nreliable_half_width = 0.0\n")).unwrap_err();
+        assert!(e.to_string().contains("colate.reliable_half_width"), "{e}");
+        let c = parse(&format!("{BASE}[colate]\nlatency_floor_ns = -20000\n")).unwrap();
+        assert_eq!(c.colate.latency_floor_ns, -20_000);
         let e = parse(&format!("{BASE}[packet]\npayload_prefix_bytes = 7\n")).unwrap_err();
         assert!(e.to_string().contains("packet.payload_prefix_bytes"), "{e}");
         let e = parse(&format!("{BASE}[packet]\nidentity_sed = 7\n")).unwrap_err();
