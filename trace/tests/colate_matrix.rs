@@ -8,8 +8,9 @@
 //! - every such flow gets a count mean or a stated reason, and ≥ 95 % get a mean;
 //! - no mean is below the latency floor (0 ns without a clock offset, −offset with one);
 //! - the per-flow error bound from the estimator's own standard error (sampling of cells,
-//!   foreign noise, tick rounding; `Segment::counts_view`) at level 1 − 10⁻³ holds for at
-//!   least 99 % of the flows, i.e. for the p99 flow;
+//!   foreign noise, tick rounding; `Segment::counts_view`), 10·se, holds for at least 99 % of
+//!   the flows, i.e. for the p99 flow (Chebyshev: at most 1/10² of any distribution lies beyond
+//!   10 standard deviations, so this holds whatever the noise's shape if se is right);
 //! - the 95 % intervals cover the truth for at least 95 % of the flows (less three binomial
 //!   standard deviations);
 //! - flows flagged `reliable` (95 % half-width ≤ 25 % of the estimate) are within 25 % for at
