@@ -259,6 +259,7 @@ fn main() {
                 repetitions: Repetitions::Exact,
                 beta: Some(beta),
                 t_min_ticks: Some(t_min),
+                ..QueryOptions::default()
             };
             let opts_gamma =
                 QueryOptions { repetitions: Repetitions::Random { gamma: 1000, seed: 7 }, ..opts };

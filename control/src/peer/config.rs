@@ -194,11 +194,26 @@ pub struct ColateSection {
     pub level: f64,
     /// How the paper's std-dev evaluates its pairings.
     pub repetitions: Repetitions,
+    /// The smallest one-way latency any packet can show between the points' clocks (ns): 0
+    /// when they agree, −(largest clock offset) otherwise. COLATE's count mean never goes
+    /// below it, and a cell whose latency sum does is known to hold different packets at the
+    /// two points (swapped) and is left out.
+    pub latency_floor_ns: i64,
+    /// A flow record is `reliable` when its mean's interval half-width is at most this fraction
+    /// of the mean (and the mean was not clipped at the floor).
+    pub reliable_half_width: f64,
 }
 
 impl Default for ColateSection {
     fn default() -> Self {
-        Self { windows: 1, archive_dir: None, level: 0.95, repetitions: Repetitions::Exact }
+        Self {
+            windows: 1,
+            archive_dir: None,
+            level: 0.95,
+            repetitions: Repetitions::Exact,
+            latency_floor_ns: 0,
+            reliable_half_width: wirelat_dataplane::synopsis::colate::query::DEFAULT_RELIABLE_HALF_WIDTH,
+        }
     }
 }
 
@@ -334,6 +349,9 @@ impl PeerConfig {
         if !(self.colate.level > 0.0 && self.colate.level < 1.0) {
             return bad("colate.level", "must be in (0, 1)".into());
         }
+        if !(self.colate.reliable_half_width > 0.0 && self.colate.reliable_half_width.is_finite()) {
+            return bad("colate.reliable_half_width", "must be positive and finite".into());
+        }
         Ok(())
     }
 
@@ -448,6 +466,10 @@ seed = 7
         let no_segments = BASE.split("[[segment]]").next().unwrap().to_owned()
             + "[synopses.lda]\nbanks = [{ rows = 64, p = 1.0 }]\n";
         assert!(parse(&no_segments).unwrap_err().to_string().contains("no [[segment]]"));
+        let e = parse(&format!("{BASE}[colate]\nreliable_half_width = 0.0\n")).unwrap_err();
+        assert!(e.to_string().contains("colate.reliable_half_width"), "{e}");
+        let c = parse(&format!("{BASE}[colate]\nlatency_floor_ns = -20000\n")).unwrap();
+        assert_eq!(c.colate.latency_floor_ns, -20_000);
         let e = parse(&format!("{BASE}[packet]\npayload_prefix_bytes = 7\n")).unwrap_err();
         assert!(e.to_string().contains("packet.payload_prefix_bytes"), "{e}");
         let e = parse(&format!("{BASE}[packet]\nidentity_sed = 7\n")).unwrap_err();

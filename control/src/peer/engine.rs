@@ -694,9 +694,22 @@ impl Engine {
                     repetitions: self.cfg.colate.repetitions,
                     beta: None,
                     t_min_ticks: None,
+                    reliable_half_width: self.cfg.colate.reliable_half_width,
                 };
                 let c = (lds_on || have_census).then_some(census.as_slice());
-                estimate::colate_group(seg, g.first, g.last, s, r, c, self.cfg.report.top_flows, &opts, sides)
+                let query =
+                    estimate::ColateQuery { opts, latency_floor_ns: self.cfg.colate.latency_floor_ns };
+                estimate::colate_group(
+                    seg,
+                    g.first,
+                    g.last,
+                    s,
+                    r,
+                    c,
+                    self.cfg.report.top_flows,
+                    &query,
+                    sides,
+                )
             }
             (Err(e), _) | (_, Err(e)) if emit => {
                 Outcome { lines: vec![error_line(g, Some(seg), e)], latest: None, estimate: "other".into() }

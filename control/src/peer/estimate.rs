@@ -348,7 +348,19 @@ pub fn colate_epoch(
     })
 }
 
-/// COLATE: a summary record and the top-N flows of the census (by packets).
+/// How a COLATE group queries its flows.
+#[derive(Clone, Copy, Debug)]
+pub struct ColateQuery {
+    /// The per-flow query options.
+    pub opts: QueryOptions,
+    /// `[colate] latency_floor_ns` (see [`Segment::with_floor`]).
+    pub latency_floor_ns: i64,
+}
+
+/// COLATE: a summary record and the top-N flows of the census (by packets). Each flow record
+/// carries `reliable` and, when it is not, `reason` (also when it has no mean), and
+/// `loss_seen`: whether packets of the flow's cells reached S and not R in these windows
+/// (the flow's own or a foreign packet: lost or in flight).
 #[allow(clippy::too_many_arguments)]
 pub fn colate_group(
     seg: &SegmentInfo,
@@ -358,16 +370,17 @@ pub fn colate_group(
     r: &CounterEpoch,
     census: Option<&[(FlowEntry, u64)]>,
     top: usize,
-    opts: &QueryOptions,
+    query: &ColateQuery,
     sides: Sides<'_>,
 ) -> Outcome {
+    let opts = &query.opts;
     let mut flows: Vec<(FlowEntry, u64)> = census.map(<[_]>::to_vec).unwrap_or_default();
     flows.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.key.cmp(&b.0.key)));
     let known = flows.len();
     flows.truncate(top);
     let mut lines = Vec::new();
     let mut error = None;
-    match Segment::new(vec![s], vec![r]) {
+    match Segment::with_floor(vec![s], vec![r], query.latency_floor_ns) {
         Ok(segment) => {
             let counts = segment.config().packet_counts;
             for (entry, packets) in &flows {
@@ -386,9 +399,17 @@ pub fn colate_group(
                     mean_ns: mean.ok(),
                     std_dev_ns: sd.ok(),
                 });
+                let loss_seen = q.diagnostics.flow_packets_missing_at_r.map(|n| n > 0);
                 lines.push(record_with(
                     &rec,
-                    vec![("segment", json!(seg.id)), ("packets", json!(packets)), ("report", json(&q))],
+                    vec![
+                        ("segment", json!(seg.id)),
+                        ("packets", json!(packets)),
+                        ("reliable", json!(q.reliable)),
+                        ("reason", json!(q.unreliable_reason)),
+                        ("loss_seen", json!(loss_seen)),
+                        ("report", json(&q)),
+                    ],
                 ));
             }
         }

@@ -77,13 +77,18 @@
 //!   σ̃² = Ŝ₂/p_f − μ̃² is clamped at 0 with a flag.
 //! * **Count extension** (`packet_counts`, beyond the paper, after spec §8 P2): the flow's
 //!   *usable* cells J are the ones whose counts agree at S and R (no epoch-edge, lost or extra
-//!   packet landed there) and whose count is not inflated by a chunk of another large flow
-//!   (c_j ≤ p_f/m + 5·√(p_f/m) + k_cut, with k_cut the 99.5 % quantile of the reference cells'
-//!   counts). The *reference* cells are the vector's other count-consistent cells at or
-//!   below k_cut. They give the mean foreign latency Δ̄ and count K̄ per cell and the foreign
-//!   variance. Mean: (Σ_J Δ_j − |J|·Δ̄)/(Σ_J c_j − |J|·K̄), i.e. latency over *counted* packets.
-//!   Std-dev: r_j = (Δ_j − Δ̄) − μ̂·(c_j − K̄) and
-//!   σ̂² = (Σ_J r_j² − |J|·ν̂)/((1 − 1/m)·p_f·|J|/m). This is unbiased because the hash
+//!   packet landed there), whose Δ is not below c·floor (counts can agree over *different*
+//!   packets, one out at S and one in at R: a swap, see [`Segment::with_floor`]; W12) and whose
+//!   count is not inflated by a chunk of another large flow
+//!   (c_j ≤ p_f/m + 5·√(p_f/m) + k_cut, with k_cut the 99.5 % quantile of the clean cells'
+//!   counts). The *reference* cells are the vector's other clean cells with at most the
+//!   flow's foreign allowance 5·√(p_f/m) + k_cut packets. They give the mean foreign latency
+//!   Δ̄ and count K̄ per cell and the foreign variance ν̂. Mean:
+//!   (Σ_J Δ_j − |J|·Δ̄)/(Σ_J c_j − |J|·K̄), i.e. latency over *counted* packets, raised to the
+//!   floor if below it; its standard error adds cell sampling, foreign noise and tick rounding
+//!   (`Segment::counts_view`); fewer than m/2 usable cells give no mean. Std-dev:
+//!   r_j = (Δ_j − Δ̄) − μ̂·(c_j − K̄) and σ̂² = (Σ_J r_j² − |J|·ν̂)/((1 − 1/m)·P_J), P_J the
+//!   flow's counted packets in J (≈ p_f·|J|/m). This is unbiased because the hash
 //!   allocates the flow's packets uniformly to its cells, so E[Σ_j A_j²] = (1 − 1/m)·p_f·σ²
 //!   whatever the latencies' correlation. Its interval comes from χ²_{|J|−1}.
 //!

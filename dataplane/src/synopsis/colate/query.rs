@@ -9,7 +9,7 @@
 use super::cells::CellMap;
 use super::config::ColateConfig;
 use super::epoch::{CounterEpoch, flags};
-use super::stats::{chi2_quantile, ml_foreign_offset, two_sided_z};
+use super::stats::{chi2_quantile, ml_foreign_offset, student_t_two_sided, two_sided_z};
 use crate::sim;
 use crate::synopsis::estimate::{ConfidenceInterval, Estimate, Measured, NoEstimate};
 use crate::synopsis::{Synopsis, SynopsisConfig};
@@ -45,11 +45,28 @@ pub struct QueryOptions {
     pub beta: Option<f64>,
     /// t^min from the sizing: flows below it are outside the paper's guarantee (spec §8 P12).
     pub t_min_ticks: Option<f64>,
+    /// A mean is flagged `reliable` only when its interval's half-width is at most this
+    /// fraction of the estimate (and it was not clipped at the floor).
+    #[serde(default = "default_reliable_half_width")]
+    pub reliable_half_width: f64,
+}
+
+/// See [`QueryOptions::reliable_half_width`].
+pub const DEFAULT_RELIABLE_HALF_WIDTH: f64 = 0.25;
+
+fn default_reliable_half_width() -> f64 {
+    DEFAULT_RELIABLE_HALF_WIDTH
 }
 
 impl Default for QueryOptions {
     fn default() -> Self {
-        Self { level: 0.95, repetitions: Repetitions::Exact, beta: None, t_min_ticks: None }
+        Self {
+            level: 0.95,
+            repetitions: Repetitions::Exact,
+            beta: None,
+            t_min_ticks: None,
+            reliable_half_width: DEFAULT_RELIABLE_HALF_WIDTH,
+        }
     }
 }
 
@@ -83,11 +100,26 @@ struct NoiseSums {
     sum_d2: f64,
     /// With counts: packets at R minus packets at S.
     count_difference: i128,
-    /// With counts: the reference cells, whose counts agree at S and R and stay at or below
-    /// `k_cut` (cells holding a chunk of a large flow are left out: they are the heavy tail of
-    /// the noise, and a flow's own cells that hold one are recognised by their count).
+    /// With counts: the 99.5 % quantile of the clean cells' counts; part of the count a flow's
+    /// cell may hold beyond the flow's own share before it counts as holding a chunk of
+    /// another large flow.
     k_cut: u64,
-    reference: RefSums,
+    /// With counts: the clean cells (counts agree at S and R, Δ passes the floor, see
+    /// [`Segment::with_floor`]) summed by count, cumulatively: entry (k, sums) holds every clean
+    /// cell with at most k packets. A query takes as reference the cells with at most the
+    /// foreign allowance of its flow's cells (what foreign packets may add to one of them), so
+    /// the noise it subtracts and the variance it reports describe the cells it uses: leaving
+    /// out every cell above a fixed quantile (as before) hid clustered foreign packets (a
+    /// chunk of one flow in one cell) and left no reference at all in a sparse vector.
+    reference: Vec<(u64, RefSums)>,
+}
+
+impl NoiseSums {
+    /// The clean cells with at most `k` packets.
+    fn reference_upto(&self, k: f64) -> RefSums {
+        let i = self.reference.partition_point(|&(c, _)| c as f64 <= k);
+        i.checked_sub(1).map_or_else(RefSums::default, |i| self.reference[i].1)
+    }
 }
 
 /// Sums over reference cells of Δ (exact and f64), K (the cell's packet count) and products.
@@ -102,6 +134,15 @@ struct RefSums {
 }
 
 impl RefSums {
+    fn merge(&mut self, o: &RefSums) {
+        self.cells += o.cells;
+        self.d_exact += o.d_exact;
+        self.k += o.k;
+        self.d2 += o.d2;
+        self.dk += o.dk;
+        self.k2 += o.k2;
+    }
+
     fn add(&mut self, d: i128, k: u64, sign: f64) {
         let (df, kf) = (d as f64, k as f64);
         if sign > 0.0 {
@@ -132,6 +173,9 @@ impl RefSums {
     }
 }
 
+/// The share of a flow's cells the count mean needs (see `Segment::counts_view`).
+const MIN_USABLE_SHARE: f64 = 0.5;
+
 /// The quantile of the reference cells' counts above which a cell counts as holding a chunk of a
 /// large flow.
 const K_CUT_QUANTILE: f64 = 0.995;
@@ -149,6 +193,9 @@ pub struct Segment<'a> {
     packets_r: u64,
     flags: u8,
     noise: NoiseSums,
+    /// The latency floor in ticks (rounded down): no packet's latency is below it, so a cell
+    /// whose Δ_i is below c_i·floor holds different packets at S and R.
+    floor_ticks: i128,
 }
 
 /// What the query saw, beside the estimates.
@@ -172,6 +219,16 @@ pub struct QueryDiagnostics {
     pub mismatched_flow_cells: Option<u32>,
     /// With counts: packets at R minus packets at S over the whole segment.
     pub count_difference: Option<i64>,
+    /// With counts: the flow's cells whose counts agree but whose Δ is below c·floor, so they
+    /// hold different packets at S and R (a swap: see [`Segment::with_floor`]).
+    pub swapped_flow_cells: Option<u32>,
+    /// With counts: Σ over the flow's cells of packets seen at S and not at R (lost, or
+    /// leaving the epoch in flight; the flow's own or a foreign packet sharing the cell). An
+    /// upper bound on what the flow lost here, 0 when it certainly lost nothing.
+    pub flow_packets_missing_at_r: Option<u64>,
+    /// With counts: the same for packets seen at R and not at S (entering the epoch in
+    /// flight, or extra packets).
+    pub flow_packets_extra_at_r: Option<u64>,
 }
 
 /// The paper's a-priori model for this flow (Eq 12, corrected Eq 21 at t = t̃, T = t_X).
@@ -208,6 +265,24 @@ pub struct FlowLatencyReport {
     pub mean_counts_ns: Measured<Estimate>,
     /// With counts: how many of the flow's m cells the count estimators used.
     pub usable_flow_cells: Option<u32>,
+    /// With counts: the count mean's standard error (ns): sampling of the flow's cells,
+    /// foreign packets in them, tick rounding (see `Segment::counts_view`). Its interval is
+    /// ±z·se, or ±t_{|J|−1}·se when cells were left out. By Chebyshev's inequality, whatever
+    /// the shape of the noise, at most 1 % of flows can be off by more than 10·se.
+    pub mean_counts_std_error_ns: Option<f64>,
+    /// The count mean fell below the latency floor (its foreign correction overshot) and is
+    /// reported at the floor; its interval is clipped there too.
+    pub mean_clipped: bool,
+    /// Whether the mean a flow record carries (the count mean with `packet_counts`, else the
+    /// paper's) can be relied on: it exists, was not clipped, and its interval's half-width is
+    /// within [`QueryOptions::reliable_half_width`] of it.
+    pub reliable: bool,
+    /// Why `reliable` is false.
+    pub unreliable_reason: Option<String>,
+    /// With counts, why the paper's mean (`mean_ns`, Eq 3 over all m cells) is not to be
+    /// trusted for this flow: cells whose packets differ at S and R enter it at timestamp
+    /// scale (this is how it read −161 816 ns for a 41.7 µs flow).
+    pub paper_mean_suspect: Option<String>,
     /// t̃_{f,S} (Eq 4), ticks.
     pub flow_sum_s_ticks: f64,
     /// t̃_{f,R} (Eq 4), ticks.
@@ -236,9 +311,29 @@ pub struct FlowLatencyReport {
 }
 
 impl<'a> Segment<'a> {
+    /// A segment over the epochs `s` (sender side) and `r` (receiver side) of a path whose
+    /// one-way latency is never negative (the points' clocks agree): [`Segment::with_floor`]
+    /// with a floor of 0 ns.
+    pub fn new(s: Vec<&'a CounterEpoch>, r: Vec<&'a CounterEpoch>) -> Result<Self, QueryError> {
+        Self::with_floor(s, r, 0)
+    }
+
     /// A segment over the epochs `s` (sender side) and `r` (receiver side). Every epoch must
     /// carry the same configuration; the whole-vector noise sums are computed here (O(n·epochs)).
-    pub fn new(s: Vec<&'a CounterEpoch>, r: Vec<&'a CounterEpoch>) -> Result<Self, QueryError> {
+    ///
+    /// `latency_floor_ns` is the smallest one-way latency any packet can show between the two
+    /// points' clocks: 0 when they agree, −(largest clock offset) otherwise. With packet counts
+    /// it is how the count estimators recognise a **swapped cell**: one whose counts agree at
+    /// S and R although its packets differ (a packet lost or leaving the epoch at S, another
+    /// entering it at R, in the same cell). Such a cell's Δ carries t_R(in) − t_S(out), which
+    /// lies anywhere in (−E, L_max) for an epoch of length E, not a latency; a clean cell's Δ is
+    /// a sum of c latencies, so never below c·floor. Cells below it are left out (ours; see
+    /// docs/colate.md "Why flows without loss got ×7 errors").
+    pub fn with_floor(
+        s: Vec<&'a CounterEpoch>,
+        r: Vec<&'a CounterEpoch>,
+        latency_floor_ns: i64,
+    ) -> Result<Self, QueryError> {
         let first = s.first().ok_or(QueryError::NoEpochs { side: "S" })?;
         if r.is_empty() {
             return Err(QueryError::NoEpochs { side: "R" });
@@ -257,6 +352,7 @@ impl<'a> Segment<'a> {
             }
         }
         let n = cfg.counters as usize;
+        let floor_ticks = i128::from(latency_floor_ns).div_euclid(i128::from(cfg.tick_ns.max(1)));
         let mut noise = NoiseSums::default();
         let delta = |i: usize| {
             let ss: u128 = s.iter().map(|e| e.data.sum(i) as u128).sum();
@@ -284,12 +380,21 @@ impl<'a> Segment<'a> {
                 let (_, kq, _) = clean_counts.select_nth_unstable(q);
                 noise.k_cut = *kq;
             }
+            let mut by_count: std::collections::BTreeMap<u64, RefSums> = Default::default();
             for i in 0..n {
-                let (ks, kr) = (count(&s, i), count(&r, i));
-                if ks == kr && ks <= noise.k_cut {
-                    noise.reference.add(delta(i), ks, 1.0);
+                let (ks, kr, d) = (count(&s, i), count(&r, i), delta(i));
+                if ks == kr && above_floor(d, ks, floor_ticks) {
+                    by_count.entry(ks).or_default().add(d, ks, 1.0);
                 }
             }
+            let mut acc = RefSums::default();
+            noise.reference = by_count
+                .into_iter()
+                .map(|(k, sums)| {
+                    acc.merge(&sums);
+                    (k, acc)
+                })
+                .collect();
         }
         let total = |l: &[&CounterEpoch]| l.iter().map(|e| e.data.total_ticks()).sum::<u128>();
         let packets = |l: &[&CounterEpoch]| l.iter().map(|e| e.data.packets()).sum::<u64>();
@@ -305,6 +410,7 @@ impl<'a> Segment<'a> {
             r,
             flags,
             noise,
+            floor_ticks,
         })
     }
 
@@ -368,6 +474,15 @@ impl<'a> Segment<'a> {
 
         let mismatched =
             cfg.packet_counts.then(|| counts_s.iter().zip(&counts_r).filter(|(a, b)| a != b).count() as u32);
+        let swapped = cfg.packet_counts.then(|| {
+            delta
+                .iter()
+                .zip(counts_s.iter().zip(&counts_r))
+                .filter(|&(&d, (&a, &b))| a == b && !above_floor(d, a, self.floor_ticks))
+                .count() as u32
+        });
+        let one_sided =
+            |x: &[u64], y: &[u64]| x.iter().zip(y).map(|(a, b)| a.saturating_sub(*b)).sum::<u64>();
         let diagnostics = QueryDiagnostics {
             epochs_s: self.s.iter().map(|e| e.seq).collect(),
             epochs_r: self.r.iter().map(|e| e.seq).collect(),
@@ -379,6 +494,16 @@ impl<'a> Segment<'a> {
             count_difference: cfg
                 .packet_counts
                 .then(|| self.noise.count_difference.clamp(i64::MIN as i128, i64::MAX as i128) as i64),
+            swapped_flow_cells: swapped,
+            flow_packets_missing_at_r: cfg.packet_counts.then(|| one_sided(&counts_s, &counts_r)),
+            flow_packets_extra_at_r: cfg.packet_counts.then(|| one_sided(&counts_r, &counts_s)),
+        };
+        let paper_mean_suspect = match (mismatched, swapped) {
+            (Some(a), Some(b)) if a + b > 0 => Some(format!(
+                "{a} of the flow's cells differ in count and {b} hold swapped packets at S and R; \
+                 Eq 3 adds their timestamps"
+            )),
+            _ => None,
         };
         let mut report = FlowLatencyReport {
             flow_hash,
@@ -388,6 +513,11 @@ impl<'a> Segment<'a> {
             std_dev_counts_ns: Err(NoEstimate::Other { detail: "packet counts are not enabled".into() }),
             mean_counts_ns: Err(NoEstimate::Other { detail: "packet counts are not enabled".into() }),
             usable_flow_cells: None,
+            mean_counts_std_error_ns: None,
+            mean_clipped: false,
+            reliable: false,
+            unreliable_reason: None,
+            paper_mean_suspect,
             flow_sum_s_ticks: t_s,
             flow_sum_r_ticks: t_r,
             ml_offset_s_ticks: xi_s,
@@ -409,9 +539,11 @@ impl<'a> Segment<'a> {
             report.std_dev_paper_ns = Err(e.clone());
             report.std_dev_counts_ns = Err(e.clone());
             report.mean_counts_ns = Err(e);
+            report.unreliable_reason = Some("a counter wrapped".into());
             return report;
         }
         if packets == 0 {
+            report.unreliable_reason = Some("no packets".into());
             return report;
         }
         let pf = packets as f64;
@@ -462,8 +594,17 @@ impl<'a> Segment<'a> {
             match self.counts_view(&flow, packets) {
                 Ok(v) => {
                     report.usable_flow_cells = Some(v.used.len() as u32);
-                    report.mean_counts_ns = Estimate::new(v.mean * tick, packets)
-                        .map(|e| e.with_half_width(opts.level, z * v.se * tick));
+                    report.mean_counts_std_error_ns = v.se.is_finite().then_some(v.se * tick);
+                    // The sampling part rests on |J| cells: Student's t with |J| − 1 degrees of
+                    // freedom where it enters (a heavy-tailed flow's few cells understate it).
+                    let k = if v.sampled {
+                        student_t_two_sided(v.used.len() as f64 - 1.0, opts.level)
+                    } else {
+                        z
+                    };
+                    let (mean, clipped) = self.clip_to_floor(v.mean, k * v.se, opts.level, packets);
+                    report.mean_clipped = clipped;
+                    report.mean_counts_ns = mean;
                     report.std_dev_counts_ns =
                         self.std_dev_counts(&v, packets, opts, &mut report.counts_variance_clamped);
                 }
@@ -473,29 +614,66 @@ impl<'a> Segment<'a> {
                 }
             }
         }
+        let recorded = if cfg.packet_counts { &report.mean_counts_ns } else { &report.mean_ns };
+        report.unreliable_reason = reliability(recorded, report.mean_clipped, opts.reliable_half_width);
+        report.reliable = report.unreliable_reason.is_none();
         report
+    }
+
+    /// μ̂ ± half (ticks) as an estimate in ns, raised to the latency floor where it fell below
+    /// it (a mean below the smallest possible latency is impossible, so the floor is the
+    /// closest admissible value); the interval is clipped the same way.
+    fn clip_to_floor(&self, mean: f64, half: f64, level: f64, packets: u64) -> (Measured<Estimate>, bool) {
+        let tick = self.cfg.tick_ns as f64;
+        let floor = self.floor_ticks as f64;
+        let clipped = mean < floor;
+        let est = Estimate::new(mean.max(floor) * tick, packets).map(|mut e| {
+            if half.is_finite() {
+                e.interval = Some(ConfidenceInterval {
+                    level,
+                    low: (mean - half).max(floor) * tick,
+                    high: (mean + half).max(floor) * tick,
+                });
+            }
+            e
+        });
+        (est, clipped)
     }
 
     /// The count extension's view of one flow (ours, spec §8 P2): the usable cells J, the
     /// reference statistics without them, the flow's mean from J and its interval.
     ///
     /// J holds the flow's cells whose counts agree at S and R (no boundary, lost or extra packet
-    /// landed there) and whose count c_j stays within p_f/m + 5·√(p_f/m) + k_cut (no chunk of
-    /// another large flow). With the reference cells' mean foreign latency Δ̄ and count K̄,
-    /// the flow's latency in J is Σ_J Δ_j − |J|·Δ̄ and its packets in J are Σ_J c_j − |J|·K̄:
-    /// their ratio is the mean (Eq 4 restricted to J, divided by the counted packets rather
-    /// than p_f·|J|/m, which removes the subsampling error).
+    /// landed there), whose Δ_j is not below c_j·floor (no swap: counts can agree over different
+    /// packets, see [`Segment::with_floor`]) and whose count c_j stays within
+    /// p_f/m + 5·√(p_f/m) + k_cut (no chunk of another large flow). With the reference cells'
+    /// mean foreign latency Δ̄ and count K̄, the flow's latency in J is Σ_J Δ_j − |J|·Δ̄ and its
+    /// packets in J are Σ_J c_j − |J|·K̄: their ratio is the mean (Eq 4 restricted to J, divided
+    /// by the counted packets rather than p_f·|J|/m, which removes the subsampling error).
+    ///
+    /// Its standard error has three parts, all from the same cells (ours):
+    /// - **sampling**: J is a random |J| of the flow's m cells (the hash places packets
+    ///   independently of their latency, and a cell drops out for what happens to *some* packet
+    ///   in it), so μ̂ is a ratio estimator over a simple random sample of cells without
+    ///   replacement: Var = (1 − |J|/m)·|J|/(|J| − 1)·Σ_J A_j²/P², P the own packets, A_j the
+    ///   flow's own deviation in cell j, Σ A_j² = Σ r_j² − |J|·ν̂ (r_j below, ν̂ the foreign
+    ///   variance). It vanishes when every cell is used.
+    /// - **foreign**: |J|·ν̂/P², the reference cells' variance of Δ_i − μ̂·K_i per cell.
+    /// - **ticks**: each latency is a difference of two floored tick counts, off by U − U′ with
+    ///   U, U′ uniform on [0, 1): variance 1/6 tick² per packet, P/6/P² for the mean.
     fn counts_view(&self, flow: &FlowCells<'_>, packets: u64) -> Result<CountsView, NoEstimate> {
         let m = self.cfg.cells_per_flow as f64;
         let share = packets as f64 / m;
-        let cap = share + 5.0 * share.sqrt() + self.noise.k_cut as f64;
-        let mut reference = self.noise.reference;
+        let allowance = 5.0 * share.sqrt() + self.noise.k_cut as f64;
+        let cap = share + allowance;
+        let mut reference = self.noise.reference_upto(allowance);
         let mut used = Vec::with_capacity(flow.delta.len());
         for ((&d, &cs), &cr) in flow.delta.iter().zip(flow.counts_s).zip(flow.counts_r) {
-            if cs == cr && cs <= self.noise.k_cut {
+            let clean = cs == cr && above_floor(d, cs, self.floor_ticks);
+            if clean && cs as f64 <= allowance {
                 reference.add(d, cs, -1.0);
             }
-            if cs == cr && (cs as f64) <= cap {
+            if clean && (cs as f64) <= cap {
                 used.push((d, cs));
             }
         }
@@ -504,7 +682,21 @@ impl<'a> Segment<'a> {
         }
         if used.is_empty() {
             return Err(NoEstimate::Other {
-                detail: "every cell of the flow is contaminated (counts differ or too large)".into(),
+                detail: "every cell of the flow is contaminated (counts differ, packets swapped or too many)"
+                    .into(),
+            });
+        }
+        // Fewer than half the cells: the spread of so few cells cannot bound what the left-out
+        // cells held (one slow packet among them moves a heavy-tailed flow's mean by more than
+        // the survivors show), so no mean rather than one with a false interval.
+        if (used.len() as f64) < MIN_USABLE_SHARE * m {
+            return Err(NoEstimate::Other {
+                detail: format!(
+                    "only {} of the flow's {} cells are usable (the rest hold lost, in-flight or swapped \
+                     packets): fewer than half cannot bound the mean",
+                    used.len(),
+                    m
+                ),
             });
         }
         let (md, mk) = reference.means();
@@ -515,8 +707,15 @@ impl<'a> Segment<'a> {
             return Err(NoEstimate::Other { detail: "no packets of the flow in its usable cells".into() });
         }
         let mean = latency / own;
-        let se = (j * reference.variance(mean)).sqrt() / own;
-        Ok(CountsView { used, reference, mean, se })
+        let nu = reference.variance(mean);
+        let ss: f64 = used.iter().map(|&(d, c)| ((d as f64 - md) - mean * (c as f64 - mk)).powi(2)).sum();
+        let own_ss = (ss - j * nu).max(0.0);
+        let sampled = j < m;
+        let sampling = if used.len() >= 2 { (1.0 - j / m).max(0.0) * j / (j - 1.0) * own_ss } else { 0.0 };
+        let se = ((sampling + j * nu + own / 6.0) / (own * own)).sqrt();
+        // One usable cell of several leaves the sampling part unknown: no interval.
+        let se = if used.len() < 2 && sampled { f64::NAN } else { se };
+        Ok(CountsView { used, reference, mean, se, own, sampled })
     }
 
     /// σ̂ from the counts (ours, after spec §8 P2). Over the usable cells J,
@@ -544,7 +743,10 @@ impl<'a> Segment<'a> {
         let ss: f64 = v.used.iter().map(|&(d, c)| ((d as f64 - md) - v.mean * (c as f64 - mk)).powi(2)).sum();
         let j = v.used.len() as f64;
         let m = self.cfg.cells_per_flow as f64;
-        let scale = (1.0 - 1.0 / m) * packets as f64 * j / m;
+        // E[Σ_J A_j²] = (1 − 1/m)·σ²·(the flow's packets in J): counted in J, not p_f·|J|/m,
+        // so a census that over-counts p_f (LDS's Count-Min) or a cell dropped for loss does
+        // not bias σ̂.
+        let scale = (1.0 - 1.0 / m) * v.own;
         let own_ss = ss - j * v.reference.variance(v.mean);
         let var = own_ss / scale;
         *clamped = var < 0.0;
@@ -573,8 +775,38 @@ struct CountsView {
     reference: RefSums,
     /// μ̂ (ticks).
     mean: f64,
-    /// Its standard error (ticks).
+    /// Its standard error (ticks; NaN when unknown).
     se: f64,
+    /// The flow's packets counted in J (Σ_J c_j − |J|·K̄).
+    own: f64,
+    /// Whether J is a sample of the flow's cells (|J| < m), so the sampling part enters.
+    sampled: bool,
+}
+
+/// Whether a cell whose counts agree at S and R can hold the same packets at both: its Δ (a
+/// sum of `count` latencies if so) is not below `count`·floor (ticks).
+fn above_floor(delta: i128, count: u64, floor_ticks: i128) -> bool {
+    delta >= i128::from(count).saturating_mul(floor_ticks)
+}
+
+/// Why a recorded mean is not reliable (`None` when it is).
+fn reliability(mean: &Measured<Estimate>, clipped: bool, max_half_width: f64) -> Option<String> {
+    let e = match mean {
+        Ok(e) => e,
+        Err(e) => return Some(format!("no estimate: {e}")),
+    };
+    if clipped {
+        return Some("the estimate fell below the latency floor and was clipped to it".into());
+    }
+    let Some(i) = e.interval else { return Some("no interval (too few usable cells)".into()) };
+    let half = (i.high - i.low) / 2.0;
+    if half.is_nan() || half > max_half_width * e.value.abs() {
+        return Some(format!(
+            "interval half-width {half:.0} ns is more than {max_half_width} of the estimate {:.0} ns",
+            e.value
+        ));
+    }
+    None
 }
 
 /// One flow's estimates from the epochs of S and R a selection chose (see

@@ -1,7 +1,7 @@
 //! The special functions and quantiles COLATE's estimators and sizing use (statrs), and the
 //! root of Eq 7.
 
-use statrs::distribution::{ChiSquared, ContinuousCDF, Normal};
+use statrs::distribution::{ChiSquared, ContinuousCDF, Normal, StudentsT};
 
 /// ψ⁽⁰⁾(x), the digamma function.
 pub fn digamma(x: f64) -> f64 {
@@ -31,6 +31,18 @@ pub fn chi2_quantile(df: f64, p: f64) -> f64 {
 /// k = √2·erf⁻¹(level) = Φ⁻¹((1 + level)/2) (the k of Eq 19–20).
 pub fn two_sided_z(level: f64) -> f64 {
     normal_quantile((1.0 + level) / 2.0)
+}
+
+/// Two-sided multiplier of Student's t with `df` degrees of freedom for coverage `level`
+/// (→ [`two_sided_z`] as df → ∞); NaN if undefined.
+pub fn student_t_two_sided(df: f64, level: f64) -> f64 {
+    if !(level > 0.0 && level < 1.0) {
+        return f64::NAN;
+    }
+    match StudentsT::new(0.0, 1.0, df) {
+        Ok(t) => t.inverse_cdf((1.0 + level) / 2.0),
+        Err(_) => f64::NAN,
+    }
 }
 
 /// The root ξ* of Eq 7 rearranged as F(ξ) = ψ(τ − ξ + 1) − ψ(ξ + 1) − ln(n − 1) = 0: the foreign
@@ -77,6 +89,10 @@ mod tests {
         assert!((chi2_quantile(19.0, 0.025) - 8.906_516).abs() < 1e-4);
         assert!((chi2_quantile(19.0, 0.975) - 32.852_327).abs() < 1e-4);
         assert!(normal_quantile(1.0).is_nan() && chi2_quantile(0.0, 0.5).is_nan());
+        // t tables: t_{0.975, 4} = 2.776445, t_{0.9995, 9} = 4.780913.
+        assert!((student_t_two_sided(4.0, 0.95) - 2.776_445).abs() < 1e-5);
+        assert!((student_t_two_sided(9.0, 0.999) - 4.780_913).abs() < 1e-5);
+        assert!(student_t_two_sided(0.0, 0.95).is_nan());
         assert!((digamma(1.0) + 0.577_215_664_901_532_9).abs() < 1e-12);
     }
 

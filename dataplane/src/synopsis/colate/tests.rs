@@ -695,6 +695,75 @@ fn a_packet_seen_at_one_point_only_is_caught_by_the_counts() {
     assert!((rep.mean_counts_ns.unwrap().value - 700.0).abs() < 1e-6);
 }
 
+#[test]
+fn a_swapped_cell_is_caught_by_the_floor() {
+    // Issue 19: a packet of the flow lost between S and R, and a foreign packet that entered
+    // the epoch in flight (recorded at R only, early in the epoch), in the same cell: the
+    // cell's counts agree, but its Δ carries t_R(in) − t_S(lost) ≈ −5·10⁷ ticks. The count
+    // mean used to take it as clean (mean ≈ 700 − 5·10⁷/380, far below zero); the floor test
+    // (a clean cell's Δ is never below c·0) leaves it out, and the mean stays exact.
+    let c = cfg(1_009, 20, true);
+    let mut rng = sim::rng(19);
+    let pk = flow(&mut rng, 5, 400, 50_000_000, 100_000, DelayModel::Constant { delay: 700.0 });
+    let map = super::cells::CellMap::new(&c);
+    let lost = pk[7];
+    let cell = map.packet_cell(5, lost.1, 0);
+    let (foreign, id) = (0..100_000u64)
+        .flat_map(|f| (0..50u64).map(move |id| (f + 1_000, id)))
+        .find(|&(f, id)| map.packet_cell(f, id, 0) == cell)
+        .unwrap();
+    let mut s = Colate::new(&c).unwrap();
+    let mut r = Colate::new(&c).unwrap();
+    for (i, &(f, pid, ts, tr)) in pk.iter().enumerate() {
+        s.update_raw(f, pid, ts);
+        if i != 7 {
+            r.update_raw(f, pid, tr);
+        }
+    }
+    r.update_raw(foreign, id, 10);
+    let (es, er) = (epoch(0, &s), epoch(1, &r));
+    let seg = Segment::new(vec![&es], vec![&er]).unwrap();
+    let rep = seg.query(5, 400, &QueryOptions::default());
+    assert_eq!(rep.diagnostics.mismatched_flow_cells, Some(0), "the counts agree in every cell");
+    assert_eq!(rep.diagnostics.swapped_flow_cells, Some(1));
+    assert_eq!(rep.usable_flow_cells, Some(19));
+    let mean = rep.mean_counts_ns.unwrap();
+    assert!((mean.value - 700.0).abs() < 1e-6, "{mean:?}");
+    assert!(rep.reliable, "{:?}", rep.unreliable_reason);
+    assert!(rep.paper_mean_suspect.is_some());
+    // The paper's mean takes the swapped cell whole: far below zero.
+    assert!(rep.mean_ns.unwrap().value < -10_000.0);
+    // A floor far below the swap's −5·10⁷ (a clock offset that large) cannot tell it from a
+    // latency: the cell is then used, and the mean is off by the swap (≈ −5·10⁷/400).
+    let loose = Segment::with_floor(vec![&es], vec![&er], -100_000_000).unwrap().query(
+        5,
+        400,
+        &QueryOptions::default(),
+    );
+    assert_eq!(loose.diagnostics.swapped_flow_cells, Some(0));
+    assert!(loose.mean_counts_ns.unwrap().value < -100_000.0);
+}
+
+#[test]
+fn the_count_mean_is_never_below_the_floor_and_says_so() {
+    // A 10-packet flow with zero latency sharing a sparse vector with a slow flow: the foreign
+    // correction (|J|·Δ̄ subtracted) pushes its estimate below 0; it is reported at the floor,
+    // clipped, unreliable, with its interval clipped too.
+    let c = cfg(1_009, 20, true);
+    let mut rng = sim::rng(3);
+    let mut pk = flow(&mut rng, 5, 10, 0, 1_000, DelayModel::Constant { delay: 0.0 });
+    for g in 0..300u64 {
+        pk.extend(flow(&mut rng, 100 + g, 3, 0, 1_000, DelayModel::Constant { delay: 50_000.0 }));
+    }
+    let (es, er) = epochs(&c, &pk);
+    let rep = Segment::new(vec![&es], vec![&er]).unwrap().query(5, 10, &QueryOptions::default());
+    let mean = rep.mean_counts_ns.unwrap();
+    assert!(rep.mean_clipped, "{mean:?}");
+    assert_eq!(mean.value, 0.0);
+    assert!(mean.interval.is_some_and(|i| i.low >= 0.0 && i.high >= i.low));
+    assert!(!rep.reliable && rep.unreliable_reason.is_some_and(|r| r.contains("floor")));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Epochs: closing, conservation, encoding.
 // ---------------------------------------------------------------------------------------------
