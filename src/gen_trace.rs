@@ -64,6 +64,7 @@ pub struct GenTraceArgs {
     /// Forward (A→B) delay model, also used for the reverse direction unless --reverse-delay:
     /// constant:50us, weibull:shape=0.6,mean=50us, pareto:shape=3,mean=50us,
     /// lognormal:mu=10.8,sigma=0.5, bimodal:low=20us,high=200us,p=0.1,
+    /// lognormal_mix:mu_low=9.9,sigma_low=0.3,mu_high=12.2,sigma_high=0.6,p=0.05,
     /// uniform:low=10us,high=90us, queue:rate_bps=1e9,prop=20us
     /// [default: weibull:shape=0.6,mean=50us].
     #[arg(long, value_name = "MODEL")]

@@ -16,7 +16,7 @@ use wirelat_control::config::{ClockSource, Config, DeviceKind, MAX_BURST_SIZE};
 use wirelat_control::core_plan::{CorePlan, Topology, pci_numa_node};
 use wirelat_control::epoch::Harvester;
 use wirelat_control::publish::Publisher;
-use wirelat_dataplane::clock::{Calibrator, ClockMap, TraceTime};
+use wirelat_dataplane::clock::{Calibrator, ClockMap, TraceTime, host_tsc_pair};
 use wirelat_dataplane::dpdk::{
     self, Eal, LcoreJob, LcoreOutcome, MAX_BURST, Mempool, MempoolSettings, Port, PortSettings,
     RxTimestampField,
@@ -455,8 +455,26 @@ fn setup_clocks(
     workers: u16,
 ) -> anyhow::Result<Clocks> {
     let tsc_hz = eal.tsc_hz() as f64;
-    let (tsc_cal, seg) =
-        Calibrator::start(dpdk::rdtsc(), wall_ns(), tsc_hz, CALIBRATION_INTERVAL.as_nanos() as u64);
+    let interval_ns = CALIBRATION_INTERVAL.as_nanos() as u64;
+    // Measured against CLOCK_REALTIME with narrow pairs, as every process on the host does, so
+    // that two points here map one TSC alike (issue 18); EAL's rate only bounds the measured
+    // one. If no narrow pair can be read, the nominal rate and one pair, as before.
+    let (tsc_cal, seg) = match Calibrator::measured(tsc_hz, interval_ns, host_tsc_pair, std::thread::sleep) {
+        Ok((cal, seg, check)) => {
+            info!(
+                measured_hz = check.measured_hz,
+                nominal_hz = check.nominal_hz,
+                disagreement_ns = check.disagreement_ns,
+                pair_width_ns = check.pair_width_ns,
+                "TSC mapped to CLOCK_REALTIME; a fresh pair checked against it"
+            );
+            (cal, seg)
+        }
+        Err(e) => {
+            warn!(error = %e, "TSC calibration against CLOCK_REALTIME failed: nominal rate, one pair");
+            Calibrator::start(dpdk::rdtsc(), wall_ns(), tsc_hz, interval_ns)
+        }
+    };
     let mut clocks = Clocks {
         source: config.clock.source,
         tsc: ClockMap::new(seg),
@@ -726,9 +744,10 @@ impl Control<'_, '_> {
     fn calibrate(&mut self) {
         let Some(c) = self.clocks else { return };
         if let Some(cal) = &mut self.tsc_cal {
-            let raw = dpdk::rdtsc();
-            let wall = wall_ns();
-            c.tsc.publish(cal.reanchor(&c.tsc.segment(), raw, wall));
+            // A pair whose reads were interrupted is skipped: the segment in force stays.
+            if let Some(next) = cal.reanchor_pair(&c.tsc.segment(), host_tsc_pair()) {
+                c.tsc.publish(next);
+            }
         }
         if let Some(nic) = &c.nic {
             for (i, (map, _)) in nic.iter().enumerate() {

@@ -16,6 +16,23 @@
 //!   cache line; a worker whose queues are exhausted advances its epochs to the maximum, so the
 //!   harvest is not held up by an idle queue.
 //!
+//! **Every process on a host maps the TSC alike** (issue 18: two points on one host read a
+//! 16–126 µs delay as 257–1086 µs). A (counter, wall clock) pair read back to back is only as
+//! good as the time between the two reads, and on a loaded host a thread can be descheduled
+//! between them for a millisecond; the calibration then chased each process's own bad pairs.
+//! Now every pair is a [`Pair`] read by [`read_pair`]: the counter between two wall-clock
+//! reads, the narrowest of several tries kept and paired with the midpoint, and refused when
+//! even the narrowest is wider than [`MAX_PAIR_WIDTH_NS`]. [`Calibrator::measured`] starts from
+//! a rate measured against the wall clock over [`START_BASELINE`] (not DPDK's nominal TSC
+//! rate, which may be tens of ppm off, nor one pair at the process's own start); re-anchoring
+//! takes the rate over the last [`RATE_WINDOW`] pairs. So the anchor of every process is the
+//! host's CLOCK_REALTIME itself, read within tens of ns, and two processes differ only by
+//! their pairs' midpoint errors and one interval's rate error (≈ 0.1 ppm): well under 1 µs
+//! (`dataplane/tests/clock_processes.rs` runs two processes and checks it).
+//! CLOCK_REALTIME rather than CLOCK_MONOTONIC_RAW: the records are in wall-clock time, both
+//! are read through the vDSO from the same kernel data, and a slewed REALTIME is followed by
+//! the slew logic above; MONOTONIC_RAW would add a second pair per anchor for nothing.
+//!
 //! Reading a clock source itself (the TSC, a NIC clock) is DPDK's business (`dpdk` module).
 
 use std::sync::atomic::{AtomicU64, Ordering, fence};
@@ -109,35 +126,177 @@ impl ClockMap {
     }
 }
 
+/// Widest accepted [`Pair`]: the wall-clock reads either side of the counter further apart
+/// than this mean the thread was interrupted or descheduled in between (a vDSO
+/// `clock_gettime` takes 20–50 ns); such a pair is refused rather than trusted.
+pub const MAX_PAIR_WIDTH_NS: u64 = 2_000;
+
+/// How far a measured rate may be from the nominal one before [`Calibrator::measured`]
+/// refuses it (a broken counter or a stepped wall clock). DPDK's own Linux estimate of the TSC
+/// rate is rounded to 10 MHz (up to ≈ 2000 ppm at 2.5 GHz), so this is wider than that.
+pub const MAX_NOMINAL_ERROR: f64 = 0.01;
+
+/// Tries [`read_pair`] makes; the narrowest is kept.
+pub const PAIR_TRIES: u32 = 32;
+
+/// How far apart the two pairs [`Calibrator::measured`] starts from are read (the first rate's
+/// baseline: a midpoint error of e ns gives a rate error of about 2e / 100 ms, 1 ppm at 50 ns).
+pub const START_BASELINE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Pairs the re-anchoring's rate is measured over (the oldest to the newest): a longer baseline
+/// divides the pairs' midpoint errors, while the wall clock's own rate (NTP) changes slowly.
+pub const RATE_WINDOW: usize = 8;
+
+/// A raw counter value and the wall-clock time it was read at, read so that the two are close:
+/// the counter between two wall-clock reads `width_ns` apart, paired with their midpoint (so
+/// the pairing error is at most `width_ns / 2`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pair {
+    /// The counter.
+    pub raw: u64,
+    /// Wall-clock ns at the counter read (the midpoint of the two reads around it).
+    pub wall_ns: u64,
+    /// ns between the two wall-clock reads.
+    pub width_ns: u64,
+}
+
+/// Reads `tries` (wall, counter, wall) triplets back to back and returns the narrowest as a
+/// [`Pair`], or `None` when even that one is wider than [`MAX_PAIR_WIDTH_NS`] (or the wall
+/// clock went backwards in every try). Control thread only: it spins for a few µs.
+pub fn read_pair(tries: u32, mut raw: impl FnMut() -> u64, mut wall_ns: impl FnMut() -> u64) -> Option<Pair> {
+    let mut best: Option<Pair> = None;
+    for _ in 0..tries.max(1) {
+        let w0 = wall_ns();
+        let r = raw();
+        let w1 = wall_ns();
+        let Some(width_ns) = w1.checked_sub(w0) else { continue };
+        if best.is_none_or(|b| width_ns < b.width_ns) {
+            best = Some(Pair { raw: r, wall_ns: w0 + width_ns / 2, width_ns });
+        }
+    }
+    best.filter(|b| b.width_ns <= MAX_PAIR_WIDTH_NS)
+}
+
+/// The host's TSC and CLOCK_REALTIME as a [`Pair`] ([`read_pair`] with [`PAIR_TRIES`]).
+pub fn host_tsc_pair() -> Option<Pair> {
+    read_pair(PAIR_TRIES, crate::cpu::rdtsc, wall_clock_ns)
+}
+
+/// CLOCK_REALTIME in ns since the Unix epoch (0 before 1970; saturating in 2554).
+pub fn wall_clock_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// What [`Calibrator::measured`] found at start, for the log.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StartCheck {
+    /// The counter's rate measured against the wall clock, Hz.
+    pub measured_hz: f64,
+    /// The nominal rate it was checked against, Hz.
+    pub nominal_hz: f64,
+    /// The first segment at a fresh pair minus that pair's wall time, ns (how far the mapping
+    /// is from CLOCK_REALTIME right after start).
+    pub disagreement_ns: i64,
+    /// The fresh pair's width, ns (its own uncertainty).
+    pub pair_width_ns: u64,
+}
+
+/// Why [`Calibrator::measured`] could not start.
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+pub enum CalibrationError {
+    /// No pair narrower than [`MAX_PAIR_WIDTH_NS`] in [`PAIR_TRIES`] tries.
+    #[error("no counter/wall-clock pair narrower than {MAX_PAIR_WIDTH_NS} ns in {PAIR_TRIES} tries")]
+    NoPair,
+    /// The measured rate is further than [`MAX_NOMINAL_ERROR`] from the nominal one.
+    #[error("counter rate {measured_hz} Hz measured against the wall clock, nominal {nominal_hz} Hz")]
+    Rate {
+        /// Measured, Hz.
+        measured_hz: f64,
+        /// Nominal, Hz.
+        nominal_hz: f64,
+    },
+}
+
 /// The control thread's calibration of one [`ClockMap`] against wall-clock time.
 #[derive(Debug, Clone)]
 pub struct Calibrator {
     nominal_hz: f64,
-    last: (u64, u64),
+    /// The latest accepted pairs, oldest first (at most [`RATE_WINDOW`]).
+    history: Vec<(u64, u64)>,
     interval_ns: u64,
 }
 
 impl Calibrator {
     /// Starts the mapping at the pair (`raw`, `wall_ns`) read back to back, with the counter's
     /// nominal rate (e.g. DPDK's TSC calibration); returns the calibrator and the first segment.
+    /// [`Calibrator::measured`] is the better start where pairs can be read at will.
     pub fn start(raw: u64, wall_ns: u64, nominal_hz: f64, interval_ns: u64) -> (Self, ClockSegment) {
         let seg = ClockSegment::at_rate(raw, wall_ns, nominal_hz);
-        (Self { nominal_hz, last: (raw, wall_ns), interval_ns: interval_ns.max(1) }, seg)
+        let mut history = Vec::with_capacity(RATE_WINDOW);
+        history.push((raw, wall_ns));
+        (Self { nominal_hz, history, interval_ns: interval_ns.max(1) }, seg)
+    }
+
+    /// Starts from two narrow pairs [`START_BASELINE`] apart (`pair` reads one, e.g.
+    /// [`host_tsc_pair`]; `sleep` waits): the rate is measured, not taken from `nominal_hz`,
+    /// which only bounds it (± [`MAX_NOMINAL_ERROR`]); the measured rate then stands in for
+    /// the nominal one (the centre of the re-anchoring's ± [`MAX_SLEW_PPM`] clamp). A third
+    /// pair checks the first segment
+    /// against the wall clock ([`StartCheck`]). Every process doing this on one host maps the
+    /// counter to the same CLOCK_REALTIME within its pairs' errors.
+    pub fn measured(
+        nominal_hz: f64,
+        interval_ns: u64,
+        mut pair: impl FnMut() -> Option<Pair>,
+        sleep: impl FnOnce(std::time::Duration),
+    ) -> Result<(Self, ClockSegment, StartCheck), CalibrationError> {
+        let p0 = pair().ok_or(CalibrationError::NoPair)?;
+        sleep(START_BASELINE);
+        let p1 = pair().ok_or(CalibrationError::NoPair)?;
+        let measured_hz = rate_hz((p0.raw, p0.wall_ns), (p1.raw, p1.wall_ns)).unwrap_or(0.0);
+        // Written so that a NaN rate (no pair moved forward) is refused too.
+        let plausible = (measured_hz / nominal_hz - 1.0).abs() <= MAX_NOMINAL_ERROR;
+        if !plausible {
+            return Err(CalibrationError::Rate { measured_hz, nominal_hz });
+        }
+        let (mut cal, seg) = Self::start(p1.raw, p1.wall_ns, measured_hz, interval_ns);
+        cal.history.insert(0, (p0.raw, p0.wall_ns));
+        let p2 = pair().ok_or(CalibrationError::NoPair)?;
+        let check = StartCheck {
+            measured_hz,
+            nominal_hz,
+            disagreement_ns: seg.to_ns(p2.raw) as i64 - p2.wall_ns as i64,
+            pair_width_ns: p2.width_ns,
+        };
+        Ok((cal, seg, check))
+    }
+
+    /// [`Calibrator::reanchor`] on a [`Pair`]; `None` (keep `current`) for a missing pair.
+    pub fn reanchor_pair(&mut self, current: &ClockSegment, pair: Option<Pair>) -> Option<ClockSegment> {
+        pair.map(|p| self.reanchor(current, p.raw, p.wall_ns))
     }
 
     /// Re-anchors with a new pair read back to back. `current` is the segment in force.
-    /// Returns the next segment: continuous with `current` at `raw`, with the measured rate
-    /// corrected to work off the offset to `wall_ns` over one interval. A pair that moved
-    /// backwards (counter reset, wall clock stepped back a lot) keeps the nominal rate.
+    /// Returns the next segment: continuous with `current` at `raw`, with the rate measured
+    /// over the last [`RATE_WINDOW`] pairs corrected to work off the offset to `wall_ns` over
+    /// one interval. A pair that moved backwards (counter reset, wall clock stepped back a
+    /// lot) restarts the window and keeps the nominal rate.
     pub fn reanchor(&mut self, current: &ClockSegment, raw: u64, wall_ns: u64) -> ClockSegment {
-        let (raw0, wall0) = self.last;
-        self.last = (raw, wall_ns);
-        let now_ns = current.to_ns(raw);
-        let measured_hz = if raw > raw0 && wall_ns > wall0 {
-            (raw - raw0) as f64 * 1e9 / (wall_ns - wall0) as f64
-        } else {
-            self.nominal_hz
+        let oldest = self.history.first().copied().unwrap_or((raw, wall_ns));
+        let measured_hz = match rate_hz(oldest, (raw, wall_ns)) {
+            Some(hz) => hz,
+            None => {
+                self.history.clear();
+                self.nominal_hz
+            }
         };
+        if self.history.len() >= RATE_WINDOW {
+            self.history.remove(0);
+        }
+        self.history.push((raw, wall_ns));
+        let now_ns = current.to_ns(raw);
         // Rate within ±MAX_SLEW_PPM of nominal: a wild pair (a preempted read) cannot derail it.
         let rate = measured_hz.clamp(
             self.nominal_hz * (1.0 - MAX_SLEW_PPM * 1e-6),
@@ -152,6 +311,11 @@ impl Calibrator {
             slope: (ns_per_tick * (1u64 << SLOPE_SHIFT) as f64).round() as u64,
         }
     }
+}
+
+/// Ticks per second between two (raw, wall ns) pairs; `None` unless both moved forward.
+fn rate_hz((raw0, wall0): (u64, u64), (raw1, wall1): (u64, u64)) -> Option<f64> {
+    (raw1 > raw0 && wall1 > wall0).then(|| (raw1 - raw0) as f64 * 1e9 / (wall1 - wall0) as f64)
 }
 
 /// The latest packet time of each worker in trace replay (ns), each on its own cache line.
@@ -245,6 +409,71 @@ mod tests {
         let gained = next.to_ns(2_000_000_000) - next.to_ns(1_000_000_000);
         assert!(gained <= bound, "{gained} > {bound}");
         assert!(gained > 1_000_000_000);
+    }
+
+    /// A simulated host: a counter at `hz` and a wall clock, read in turn; every `every`-th
+    /// read of the wall clock comes `stall_ns` late (a thread descheduled between two reads).
+    struct Host {
+        t: std::cell::Cell<u64>,
+        reads: std::cell::Cell<u64>,
+        hz: f64,
+        every: u64,
+        stall_ns: u64,
+    }
+
+    impl Host {
+        fn raw(&self) -> u64 {
+            self.t.set(self.t.get() + 15);
+            (self.t.get() as f64 * self.hz / 1e9) as u64
+        }
+        fn wall(&self) -> u64 {
+            let n = self.reads.get() + 1;
+            self.reads.set(n);
+            let stall = if n.is_multiple_of(self.every) { self.stall_ns } else { 0 };
+            self.t.set(self.t.get() + 25 + stall);
+            1_700_000_000_000_000_000 + self.t.get()
+        }
+    }
+
+    #[test]
+    fn the_narrowest_pair_wins_and_a_stalled_one_is_refused() {
+        let h = Host { t: 0.into(), reads: 0.into(), hz: 2.6e9, every: 3, stall_ns: 1_000_000 };
+        let p = read_pair(8, || h.raw(), || h.wall()).unwrap();
+        // An unstalled try: wall, the counter 15 ns later, wall 25 ns after that: 40 ns wide.
+        assert_eq!(p.width_ns, 40);
+        let at = (p.raw as f64 * 1e9 / 2.6e9) as i64;
+        assert!((1_700_000_000_000_000_000 + at - p.wall_ns as i64).abs() <= 25, "midpoint pairing");
+        // Every read stalled: refused.
+        let h = Host { t: 0.into(), reads: 0.into(), hz: 2.6e9, every: 1, stall_ns: 1_000_000 };
+        assert_eq!(read_pair(8, || h.raw(), || h.wall()), None);
+    }
+
+    /// The start measures the rate (the nominal one is 2000 ppm off, as DPDK's 10-MHz rounding
+    /// can be) and lands on the wall clock; stalled reads do not move it.
+    #[test]
+    fn a_measured_start_follows_the_wall_clock_not_the_nominal_rate() {
+        let h = Host { t: 0.into(), reads: 0.into(), hz: 2_599_998_000.0, every: 5, stall_ns: 700_000 };
+        let sleep = |d: std::time::Duration| h.t.set(h.t.get() + d.as_nanos() as u64);
+        let (mut cal, seg, check) = Calibrator::measured(
+            2.605e9,
+            1_000_000_000,
+            || read_pair(PAIR_TRIES, || h.raw(), || h.wall()),
+            sleep,
+        )
+        .unwrap();
+        // Pairs are ±20 ns: over 100 ms the rate is within 0.4 ppm (≈ 1 kHz).
+        assert!((check.measured_hz - h.hz).abs() < 1_000.0, "{check:?}");
+        assert!(check.disagreement_ns.abs() < 50, "{check:?}");
+        // A second later the mapping is still within a rate error's worth (0.4 µs) of the wall.
+        h.t.set(h.t.get() + 1_000_000_000);
+        let p = read_pair(PAIR_TRIES, || h.raw(), || h.wall()).unwrap();
+        assert!((seg.to_ns(p.raw) as i64 - p.wall_ns as i64).abs() < 500);
+        let next = cal.reanchor_pair(&seg, Some(p)).unwrap();
+        assert_eq!(next.to_ns(p.raw), seg.to_ns(p.raw), "continuous");
+        assert_eq!(cal.reanchor_pair(&next, None), None, "no pair: the segment in force stays");
+        // A nominal rate 2 % off is refused.
+        let bad = Calibrator::measured(2.65e9, 1, || read_pair(PAIR_TRIES, || h.raw(), || h.wall()), |_| {});
+        assert!(matches!(bad, Err(CalibrationError::Rate { .. })));
     }
 
     #[test]

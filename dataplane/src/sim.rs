@@ -88,6 +88,21 @@ pub enum DelayModel {
         /// Probability of the high mode.
         p_high: f64,
     },
+    /// A mixture of two log-normals: with probability `p_high`, ln(delay) ~ N(`mu_high`,
+    /// `sigma_high`²), else N(`mu_low`, `sigma_low`²) (a fast path and a congested one, each
+    /// skewed; issue 18's "log-normal mixture").
+    LogNormalMix {
+        /// Mean of ln(delay), low component.
+        mu_low: f64,
+        /// Std-dev of ln(delay), low component.
+        sigma_low: f64,
+        /// Mean of ln(delay), high component.
+        mu_high: f64,
+        /// Std-dev of ln(delay), high component.
+        sigma_high: f64,
+        /// Probability of the high component.
+        p_high: f64,
+    },
     /// Uniform on [`low`, `high`).
     Uniform {
         /// Lower bound.
@@ -106,6 +121,10 @@ impl DelayModel {
             DelayModel::LogNormal { mu, sigma } => (mu + sigma * sigma / 2.0).exp(),
             DelayModel::Bimodal { low_mean, high_mean, p_high } => {
                 (1.0 - p_high) * low_mean + p_high * high_mean
+            }
+            DelayModel::LogNormalMix { mu_low, sigma_low, mu_high, sigma_high, p_high } => {
+                (1.0 - p_high) * (mu_low + sigma_low * sigma_low / 2.0).exp()
+                    + p_high * (mu_high + sigma_high * sigma_high / 2.0).exp()
             }
             DelayModel::Uniform { low, high } => (low + high) / 2.0,
         }
@@ -136,6 +155,13 @@ impl DelayModel {
                 let ex2 = (1.0 - p_high) * 2.0 * low_mean * low_mean + p_high * 2.0 * high_mean * high_mean;
                 (ex2 - m * m).max(0.0).sqrt()
             }
+            DelayModel::LogNormalMix { mu_low, sigma_low, mu_high, sigma_high, p_high } => {
+                // E[X²] of a log-normal is exp(2μ + 2σ²).
+                let m = self.mean();
+                let ex2 = (1.0 - p_high) * (2.0 * mu_low + 2.0 * sigma_low * sigma_low).exp()
+                    + p_high * (2.0 * mu_high + 2.0 * sigma_high * sigma_high).exp();
+                (ex2 - m * m).max(0.0).sqrt()
+            }
             DelayModel::Uniform { low, high } => (high - low) / 12f64.sqrt(),
         }
     }
@@ -158,6 +184,15 @@ impl DelayModel {
             {
                 Sampler::Bimodal(Exp::new(1.0 / low_mean).ok()?, Exp::new(1.0 / high_mean).ok()?, p_high)
             }
+            DelayModel::LogNormalMix { mu_low, sigma_low, mu_high, sigma_high, p_high }
+                if (0.0..=1.0).contains(&p_high) =>
+            {
+                Sampler::LogNormalMix(
+                    LogNormal::new(mu_low, sigma_low).ok()?,
+                    LogNormal::new(mu_high, sigma_high).ok()?,
+                    p_high,
+                )
+            }
             DelayModel::Uniform { low, high } if low >= 0.0 && high > low => Sampler::Uniform(low, high),
             _ => return None,
         };
@@ -176,6 +211,7 @@ enum Sampler {
     Pareto(Pareto<f64>),
     LogNormal(LogNormal<f64>),
     Bimodal(Exp<f64>, Exp<f64>, f64),
+    LogNormalMix(LogNormal<f64>, LogNormal<f64>, f64),
     Uniform(f64, f64),
 }
 
@@ -188,6 +224,13 @@ impl DelaySampler {
             Sampler::Pareto(p) => p.sample(rng),
             Sampler::LogNormal(l) => l.sample(rng),
             Sampler::Bimodal(lo, hi, p) => {
+                if rng.random::<f64>() < *p {
+                    hi.sample(rng)
+                } else {
+                    lo.sample(rng)
+                }
+            }
+            Sampler::LogNormalMix(lo, hi, p) => {
                 if rng.random::<f64>() < *p {
                     hi.sample(rng)
                 } else {
@@ -296,6 +339,13 @@ mod tests {
             DelayModel::Pareto { shape: 4.0, mean: 100.0 },
             DelayModel::LogNormal { mu: 4.0, sigma: 0.5 },
             DelayModel::Bimodal { low_mean: 50.0, high_mean: 500.0, p_high: 0.2 },
+            DelayModel::LogNormalMix {
+                mu_low: 3.0,
+                sigma_low: 0.3,
+                mu_high: 5.0,
+                sigma_high: 0.6,
+                p_high: 0.1,
+            },
             DelayModel::Uniform { low: 10.0, high: 30.0 },
         ] {
             let s = m.sampler().unwrap();

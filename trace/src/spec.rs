@@ -4,7 +4,9 @@
 //!   Signed durations (clock offsets) may start with `-`.
 //! - Delay models (times are durations): `constant:50us`, `weibull:shape=0.6,mean=50us`,
 //!   `pareto:shape=3,mean=50us`, `lognormal:mu=10.8,sigma=0.5` (mu of ln ns),
-//!   `bimodal:low=20us,high=200us,p=0.1`, `uniform:low=10us,high=90us`,
+//!   `bimodal:low=20us,high=200us,p=0.1`,
+//!   `lognormal_mix:mu_low=9.9,sigma_low=0.3,mu_high=12.2,sigma_high=0.6,p=0.05` (two
+//!   log-normals, mu of ln ns), `uniform:low=10us,high=90us`,
 //!   `queue:rate_bps=1e9,prop=20us`.
 //! - Loss models: `none`, `uniform:0.01` (or `uniform:rate=0.01`), `bursty:rate=0.01,burst=100`.
 //! - Reordering: `FRACTION/DELAY`, e.g. `0.01/uniform:low=50us,high=500us`.
@@ -118,6 +120,13 @@ pub fn delay(s: &str) -> Result<DelaySpec> {
             high_mean: a.time("high")?,
             p_high: a.num("p")?,
         }),
+        "lognormal_mix" => DelaySpec::Iid(DelayModel::LogNormalMix {
+            mu_low: a.num("mu_low")?,
+            sigma_low: a.num("sigma_low")?,
+            mu_high: a.num("mu_high")?,
+            sigma_high: a.num("sigma_high")?,
+            p_high: a.num("p")?,
+        }),
         "uniform" => DelaySpec::Iid(DelayModel::Uniform { low: a.time("low")?, high: a.time("high")? }),
         "queue" => DelaySpec::Queue(QueueModel::Queue {
             service_rate_bps: a.num("rate_bps")?,
@@ -134,7 +143,7 @@ pub fn delay(s: &str) -> Result<DelaySpec> {
                 W,
                 s,
                 format!(
-                    "unknown model {other:?} (constant, weibull, pareto, lognormal, bimodal, uniform, queue)"
+                    "unknown model {other:?} (constant, weibull, pareto, lognormal, lognormal_mix, bimodal, uniform, queue)"
                 ),
             ));
         }

@@ -10,19 +10,29 @@
 //! - σ̂ (LDA and RDA, the group/bucket moment): the true σ within its interval at 1 − 10⁻⁴;
 //! - loss: never negative; LDA's counter loss differs from the epoch's true loss only by the
 //!   packets crossing its boundaries; RDA's bounds hold the sender-only count.
+//! - repeated identities (cells with [`Repeats`]: copies injected at the sender only, at the
+//!   receiver only and at both, as retransmissions and L2 loops make them): RDA's mean exact
+//!   over the ids each point saw exactly once in the epoch, each point's excluded ids and
+//!   copies counted exactly, the one-sided ids they leave neither lost nor reordered; LDA
+//!   within its interval around the mean of the ids both points saw equally often (a cell is
+//!   usable only when its identity multisets match, and its delay sum is then the sum of every
+//!   copy's delay whichever copy pairs with which). Truths for these cells are computed here
+//!   from the two points' packet streams, not taken from the generator.
 //!
 //! Sizes are kept small for CI (two seconds of 10 kpps per cell); `scripts/segment-matrix.sh`
 //! runs the larger table for BENCHMARKS.md through the same code (`WIRELAT_MATRIX_SCALE`).
 
+use std::collections::{BTreeMap, HashMap};
 use wirelat_dataplane::sim::{DelayModel, LossModel};
 use wirelat_dataplane::synopsis::Synopsis;
+use wirelat_dataplane::synopsis::hash::mix64;
 use wirelat_dataplane::synopsis::lda::{self, BankTarget, Lda, LdaConfig};
 use wirelat_dataplane::synopsis::rda::{self, LocalCache, PeelGuards, Rda, RdaConfig, Side};
 use wirelat_trace::generate::{GenConfig, Source, generate};
 use wirelat_trace::parse::invariant_digest;
 use wirelat_trace::segment::{DelaySpec, QueueModel, ReorderSpec, SegmentConfig};
 use wirelat_trace::traffic::TrafficConfig;
-use wirelat_trace::truth::EpochTruth;
+use wirelat_trace::truth::{EpochTruth, Stats, StatsAcc};
 use wirelat_trace::{Point, Tap};
 
 /// Level of the intervals the test checks: one failure in 10⁴ per check, so the matrix's few
@@ -40,6 +50,22 @@ struct Cell {
     /// A single LDA bank of this many rows sampling every packet, instead of the tuned pair:
     /// dense cells, where boundary slips share cells.
     rows: Option<u32>,
+    /// Identity repeats injected into the two points' streams.
+    repeats: Option<Repeats>,
+}
+
+/// Second copies of packets, each decided by a hash of the identity: a fraction of the
+/// sender's packets repeated at the sender only (a retransmission whose first copy was lost
+/// after it, or a loop upstream), at the receiver only (a loop inside the segment), and at
+/// both (a retransmission seen at both). A copy follows its original by `gap_ns` at the point
+/// (plus `gap_ns` again at the receiver for copies at both: it crossed the segment later), so
+/// some copies fall into the next epoch.
+#[derive(Clone, Copy)]
+struct Repeats {
+    sender: f64,
+    receiver: f64,
+    both: f64,
+    gap_ns: u64,
 }
 
 fn cells() -> Vec<Cell> {
@@ -53,6 +79,7 @@ fn cells() -> Vec<Cell> {
         offset_ns,
         base: false,
         rows: None,
+        repeats: None,
     };
     vec![
         c("const/10ms/none", 10_000_000, iid(DelayModel::Constant { delay: 40_000.0 }), LossModel::None, 0),
@@ -71,11 +98,25 @@ fn cells() -> Vec<Cell> {
             -3_000,
         ),
         c(
-            "lognormal-mix/100ms/none",
+            "bimodal/100ms/none",
             100_000_000,
             iid(DelayModel::Bimodal { low_mean: 20_000.0, high_mean: 400_000.0, p_high: 0.05 }),
             LossModel::None,
             0,
+        ),
+        c(
+            // A fast path (median 20 µs) and a congested one (median 200 µs, 5 %), both skewed.
+            "lognormal-mix/10ms/bursty/-1.5us",
+            10_000_000,
+            iid(DelayModel::LogNormalMix {
+                mu_low: 20_000f64.ln(),
+                sigma_low: 0.3,
+                mu_high: 200_000f64.ln(),
+                sigma_high: 0.6,
+                p_high: 0.05,
+            }),
+            LossModel::Bursty { rate: 0.01, mean_burst: 4.0 },
+            -1_500,
         ),
         c(
             "lognormal/1s/uniform",
@@ -126,6 +167,31 @@ fn cells() -> Vec<Cell> {
                 iid(DelayModel::Weibull { shape: 0.7, mean: 30_000.0 }),
                 LossModel::Uniform { rate: 0.01 },
                 500,
+            )
+        },
+        Cell {
+            // 1 % of packets repeated at each of: the sender, the receiver, both; 10-ms epochs
+            // so that copies 300 µs later cross boundaries in every epoch.
+            repeats: Some(Repeats { sender: 0.01, receiver: 0.01, both: 0.01, gap_ns: 300_000 }),
+            ..c(
+                "weibull/10ms/repeats/uniform/+1us",
+                10_000_000,
+                iid(DelayModel::Weibull { shape: 0.7, mean: 50_000.0 }),
+                LossModel::Uniform { rate: 0.01 },
+                1_000,
+            )
+        },
+        Cell {
+            // The bundled base capture (no identity repeats of its own within an epoch) with
+            // repeats as the real traces of issue 18 had them (82 in one trace), and more.
+            base: true,
+            repeats: Some(Repeats { sender: 0.005, receiver: 0.005, both: 0.02, gap_ns: 2_000_000 }),
+            ..c(
+                "base-capture/100ms/repeats/bursty",
+                100_000_000,
+                iid(DelayModel::Weibull { shape: 0.7, mean: 30_000.0 }),
+                LossModel::Bursty { rate: 0.01, mean_burst: 5.0 },
+                -700,
             )
         },
     ]
@@ -218,25 +284,34 @@ fn every_epoch_of_every_cell_is_within_the_estimators_bounds() {
             .unwrap_or_else(|_| LdaConfig::single_bank(1024, 1.0, 0x18)),
         };
         let rcfg = RdaConfig::online(2, 4096, 1 << 18);
+        let stream = |point| -> Vec<(u64, u64)> {
+            let tap = Tap { point, port: 0 };
+            pair.capture(tap).iter().filter_map(|c| Some((invariant_digest(&c.frame)?, c.ts_ns))).collect()
+        };
+        let mut streams = [stream(Point::A), stream(Point::B)];
+        if let Some(r) = cell.repeats {
+            inject(&mut streams, r, 0x18_00 + i as u64);
+        }
+        let seen = PointEpochs::new(&streams, cell.epoch_ns);
         let (mut a, mut b) = (PointSynopses::new(), PointSynopses::new());
-        // Identities seen again in the same epoch at a point (retransmissions, repeated
-        // payloads): reported, not yet excluded (issue 18 item 4).
-        let mut repeats = 0u64;
-        for (tap, point) in
-            [(Tap { point: Point::A, port: 0 }, &mut a), (Tap { point: Point::B, port: 0 }, &mut b)]
-        {
-            let mut seen = std::collections::HashSet::new();
-            for c in pair.capture(tap) {
-                if let Some(id) = invariant_digest(&c.frame) {
-                    point.observe(&lcfg, &rcfg, cell.epoch_ns, id, c.ts_ns);
-                    repeats += u64::from(!seen.insert((c.ts_ns / cell.epoch_ns, id)));
-                }
+        for (point, s) in [&mut a, &mut b].into_iter().zip(&streams) {
+            for &(id, ts) in s {
+                point.observe(&lcfg, &rcfg, cell.epoch_ns, id, ts);
             }
         }
+        // Identities seen again in the same epoch at a point (retransmissions, repeated
+        // payloads, the injected copies): excluded by RDA, checked per epoch.
+        let repeats: u64 = seen
+            .epochs
+            .values()
+            .flat_map(|p| p.iter())
+            .map(|m| m.values().filter(|t| t.len() > 1).count() as u64)
+            .sum();
         let (mut le, mut re) = (Errors::default(), Errors::default());
         let mut fail = |what: String| failures.push(format!("{}: {what}", cell.name));
         for e in &dir.epochs {
-            check_epoch(e, &a, &b, &mut le, &mut re, &mut fail);
+            let direct = seen.truth(e.epoch);
+            check_epoch(e, &direct, cell.repeats.is_some(), &a, &b, &mut le, &mut re, &mut fail);
         }
         let (lm, lm_med) = worst_median(&mut le.mean);
         let (ls, ls_med) = worst_median(&mut le.sd);
@@ -264,8 +339,111 @@ fn every_epoch_of_every_cell_is_within_the_estimators_bounds() {
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 
+/// Adds the copies `r` asks for to the two points' streams (identity, timestamp). Synthetic
+/// and bundled traffic have no repeats of their own, so every repeat is one of these.
+fn inject(streams: &mut [Vec<(u64, u64)>; 2], r: Repeats, seed: u64) {
+    let at_b: HashMap<u64, u64> = streams[1].iter().copied().collect();
+    let (mut add_a, mut add_b) = (Vec::new(), Vec::new());
+    for &(id, ts) in &streams[0] {
+        let u = (mix64(id ^ seed) >> 11) as f64 / (1u64 << 53) as f64;
+        let b = at_b.get(&id).copied();
+        if u < r.sender {
+            add_a.push((id, ts + r.gap_ns));
+        } else if u < r.sender + r.receiver {
+            add_b.extend(b.map(|t| (id, t + r.gap_ns)));
+        } else if u < r.sender + r.receiver + r.both {
+            add_a.push((id, ts + r.gap_ns));
+            add_b.extend(b.map(|t| (id, t + 2 * r.gap_ns)));
+        }
+    }
+    for (s, add) in streams.iter_mut().zip([add_a, add_b]) {
+        s.extend(add);
+        s.sort_by_key(|&(_, ts)| ts);
+    }
+}
+
+/// Every timestamp each point saw each identity at, per epoch of the point's own clock.
+struct PointEpochs {
+    epochs: BTreeMap<u64, [HashMap<u64, Vec<u64>>; 2]>,
+}
+
+/// The truths of one epoch computed from the two points' streams.
+#[derive(Default)]
+struct Direct {
+    /// Delays of the ids each point saw exactly once in the epoch: RDA's population. The
+    /// exact sum and count, for an exact comparison.
+    once: Stats,
+    once_sum: i128,
+    /// Ids the sender saw once and the receiver not at all in the epoch: RDA's loss.
+    sender_only: u64,
+    /// Per point: ids seen more than once, and their packets (every copy).
+    dup_ids: [u64; 2],
+    dup_packets: [u64; 2],
+    /// Ids one point excluded and the other saw once.
+    one_sided: u64,
+    /// Ids both points saw equally often, every copy (paired in time order): what LDA's
+    /// usable cells hold.
+    equal: Stats,
+    /// Packets each point saw in the epoch (copies included): LDA's counters.
+    packets: [u64; 2],
+}
+
+impl PointEpochs {
+    fn new(streams: &[Vec<(u64, u64)>; 2], epoch_ns: u64) -> Self {
+        let mut epochs: BTreeMap<u64, [HashMap<u64, Vec<u64>>; 2]> = BTreeMap::new();
+        for (p, s) in streams.iter().enumerate() {
+            for &(id, ts) in s {
+                epochs.entry(ts / epoch_ns).or_default()[p].entry(id).or_default().push(ts);
+            }
+        }
+        Self { epochs }
+    }
+
+    fn truth(&self, k: u64) -> Direct {
+        let mut d = Direct::default();
+        let Some([a, b]) = self.epochs.get(&k) else { return d };
+        let (mut once, mut equal) = (StatsAcc::default(), StatsAcc::default());
+        let none = Vec::new();
+        for (p, m) in [a, b].into_iter().enumerate() {
+            d.packets[p] = m.values().map(|t| t.len() as u64).sum();
+            for t in m.values().filter(|t| t.len() > 1) {
+                d.dup_ids[p] += 1;
+                d.dup_packets[p] += t.len() as u64;
+            }
+        }
+        for (id, ta) in a {
+            let tb = b.get(id).unwrap_or(&none);
+            match (ta.len(), tb.len()) {
+                (1, 1) => {
+                    let x = tb[0] as i64 - ta[0] as i64;
+                    once.push(x);
+                    d.once_sum += i128::from(x);
+                }
+                (1, 0) => d.sender_only += 1,
+                (1, _) => d.one_sided += 1,
+                (_, 1) => d.one_sided += 1,
+                _ => {}
+            }
+            if ta.len() == tb.len() {
+                let (mut ta, mut tb) = (ta.clone(), tb.clone());
+                ta.sort_unstable();
+                tb.sort_unstable();
+                for (x, y) in ta.iter().zip(&tb) {
+                    equal.push(*y as i64 - *x as i64);
+                }
+            }
+        }
+        d.once = once.stats();
+        d.equal = equal.stats();
+        d
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn check_epoch(
     e: &EpochTruth,
+    direct: &Direct,
+    repeats: bool,
     a: &PointSynopses,
     b: &PointSynopses,
     le: &mut Errors,
@@ -273,7 +451,8 @@ fn check_epoch(
     fail: &mut impl FnMut(String),
 ) {
     let (Some(la), Some(lb)) = (a.lda.get(&e.epoch), b.lda.get(&e.epoch)) else { return };
-    let truth = &e.same_epoch;
+    // Without repeats the generator's truth; with them, what the usable cells can hold.
+    let truth = if repeats { &direct.equal } else { &e.same_epoch };
     let k = e.epoch;
     // ---- LDA ----
     let r = lda::estimate_with_confidence(la, lb, LEVEL).unwrap();
@@ -285,12 +464,15 @@ fn check_epoch(
         None if sent_minus_received >= 0 => fail(format!("epoch {k}: LDA loss missing")),
         _ => {}
     }
-    // The counters see the epoch's loss moved by its boundary crossings, and nothing else.
+    // The counters see the epoch's loss moved by its boundary crossings, and nothing else
+    // (besides the injected copies, which they count as packets).
     let slack = i128::from(e.crossing_out + e.crossing_in);
+    let copies = |p: usize, total: u64| i128::from(direct.packets[p]) - i128::from(total);
+    let lost = i128::from(e.lost) + copies(0, e.sent) - copies(1, e.received);
     if let Some(l) = r.lost_packets
-        && (i128::from(l) - i128::from(e.lost)).abs() > slack
+        && (i128::from(l) - lost).abs() > slack
     {
-        fail(format!("epoch {k}: LDA lost {l}, truth {} ± {slack}", e.lost));
+        fail(format!("epoch {k}: LDA lost {l}, truth {lost} ± {slack}"));
     }
     if truth.count >= 2
         && let Ok(d) = &r.mean_delay
@@ -323,26 +505,49 @@ fn check_epoch(
         rb.cache(),
         &PeelGuards::default(),
     );
+    // RDA's population: the ids each point saw exactly once in the epoch.
+    let truth = &direct.once;
     // Sender-only ids of this epoch: lost, or received in another epoch.
-    let sender_only = e.sent - truth.count;
+    let sender_only = direct.sender_only;
     let (lo, hi) = rr.lost_bounds;
     if !(lo <= sender_only && sender_only <= hi) {
         fail(format!("epoch {k}: RDA lost bounds [{lo}, {hi}] miss {sender_only}"));
     }
+    // Every excluded id and copy counted at its point.
+    let dups = rr.duplicates;
+    let counted = [(dups.sender_ids, dups.sender_packets), (dups.receiver_ids, dups.receiver_packets)];
+    for (p, (ids, packets)) in counted.into_iter().enumerate() {
+        if (ids, packets) != (direct.dup_ids[p], direct.dup_packets[p]) {
+            fail(format!(
+                "epoch {k}: point {p} counted {ids} repeated ids / {packets} packets, truth {} / {}",
+                direct.dup_ids[p], direct.dup_packets[p]
+            ));
+        }
+    }
     if !rr.reconciliation.complete {
         fail(format!("epoch {k}: RDA decode incomplete ({:?})", rr.reconciliation.undecoded_lower_bound));
         return;
+    }
+    let rec = &rr.reconciliation;
+    if rec.lost.len() as u64 != sender_only || rec.excluded_duplicates.len() as u64 != direct.one_sided {
+        fail(format!(
+            "epoch {k}: RDA lost {} / one-sided repeats {}, truth {sender_only} / {}",
+            rec.lost.len(),
+            rec.excluded_duplicates.len(),
+            direct.one_sided
+        ));
     }
     if truth.count == 0 {
         return;
     }
     match &rr.mean_ns {
         Ok(m) => {
-            let err = rel(m.value, truth.mean_ns);
+            let exact = direct.once_sum as f64 / truth.count as f64;
+            let err = rel(m.value, exact);
             re.mean.push(err);
-            // Exact integer sums: only the truth's f64 pooling can differ, in the last bits.
-            if err > 1e-9 {
-                fail(format!("epoch {k}: RDA mean {} vs {}", m.value, truth.mean_ns));
+            // Exact integer sums: only the final divisions can differ, in the last bits.
+            if err > 1e-12 {
+                fail(format!("epoch {k}: RDA mean {} vs {exact}", m.value));
             }
         }
         Err(x) => fail(format!("epoch {k}: RDA mean missing: {x:?}")),

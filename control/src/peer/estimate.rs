@@ -191,7 +191,15 @@ pub fn rda_group(
         json!({ "sent": sent, "received": report.receiver_packets, "lost": lost,
                 "lost_bounds": [low, high],
                 "rate_bounds": (sent > 0).then(|| [low as f64 / sent as f64, high as f64 / sent as f64]),
-                "reordered": rec.reordered.len(), "rate": rate, "reason": reason }),
+                "reordered": rec.reordered.len(), "rate": rate, "reason": reason,
+                // Ids seen more than once at a point are in no estimate (nor in sent/received):
+                // per point, the distinct ids and the packets left out; and the one-sided ids
+                // this explained (not counted as lost or reordered).
+                "duplicates": { "sender_ids": report.duplicates.sender_ids,
+                                "sender_packets": report.duplicates.sender_packets,
+                                "receiver_ids": report.duplicates.receiver_ids,
+                                "receiver_packets": report.duplicates.receiver_packets,
+                                "one_sided": rec.excluded_duplicates.len() } }),
     ));
     extras.push((
         "report",
@@ -205,7 +213,8 @@ pub fn rda_group(
             "sender_packets": report.sender_packets, "receiver_packets": report.receiver_packets,
             "reconciliation": {
                 "complete": rec.complete, "lost": rec.lost.len(), "reordered": rec.reordered.len(),
-                "unconfirmed": rec.unconfirmed.len(), "decoded": rec.decoded,
+                "unconfirmed": rec.unconfirmed.len(), "excluded_duplicates": rec.excluded_duplicates.len(),
+                "decoded": rec.decoded,
                 "undecoded_lower_bound": rec.undecoded_lower_bound,
                 "residual_buckets": rec.residual_buckets, "rejected_candidates": rec.rejected_candidates,
                 "repeated_candidates": rec.repeated_candidates, "pops": rec.pops,

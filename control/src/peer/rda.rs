@@ -247,6 +247,7 @@ pub fn run(job: &RdaJob, svc: &dyn CacheService) -> RdaResult {
     let finish = |mut report: RdaReport, process: Value, failure: Option<String>, st: &Stats| RdaResult {
         report: {
             report.choose_std_dev(cfg.std_dev);
+            report.note_duplicates(job.sender.counters(), job.receiver.counters());
             report
         },
         process,

@@ -7,12 +7,32 @@
 //! caller counts the packet. (Allocated on first use because a worker's shard never inserts:
 //! workers log packets, [`super::log::PacketLog`], and the control thread files them into the
 //! merged cache; an unused table in every buffer of every worker's ring would be wasted
-//! memory.) A repeated id is a duplicate (P14): the cache keeps the
-//! earliest timestamp, so the kept copy does not depend on the order in which shards or
-//! packets arrive. Id 0 marks an empty slot (packet ids are never 0, see `banks::packet_id`).
+//! memory.) Id 0 marks an empty slot (packet ids are never 0, see `banks::packet_id`).
+//!
+//! A repeated id is a duplicate (P14) and is **excluded**: its slot keeps the id but its
+//! timestamp becomes [`EXCLUDED`], so every later copy is recognised too, and look-ups answer
+//! `Some(EXCLUDED)` ("seen here, but more than once"). The spec's P14 keeps the first copy; we
+//! depart from it because first-wins pairs the wrong copies whenever the two points do not see
+//! the same copies in the same epoch (one copy lost, a loop on one side of the segment, copies
+//! either side of an epoch boundary at one point only): issue 18 measured a +14 % epoch mean
+//! from 82 such packets. An excluded id is in neither point's estimate: where the other point
+//! saw it once, it decodes as a one-sided id that the reconciliation recognises by this
+//! marker (see `estimator`). The result no longer depends on which copy came first, so shards
+//! and arrival order still do not matter.
 //! No I/O; the hot path neither allocates nor panics.
 
 use crate::synopsis::hash::mix64;
+
+/// The timestamp a look-up answers for an id this point saw more than once in the epoch (and
+/// so excluded). No packet timestamp reaches it: callers clamp real timestamps below it
+/// ([`clamp_ts`]); u64::MAX ns is the year 2554.
+pub const EXCLUDED: u64 = u64::MAX;
+
+/// A packet timestamp made distinct from [`EXCLUDED`].
+#[inline(always)]
+pub const fn clamp_ts(ts_ns: u64) -> u64 {
+    if ts_ns == EXCLUDED { EXCLUDED - 1 } else { ts_ns }
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -24,10 +44,10 @@ struct Slot {
 /// What [`TimestampCache::insert`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheInsert {
-    /// A new id was cached.
+    /// A new id was cached (as excluded if the timestamp given was [`EXCLUDED`]).
     Inserted,
-    /// The id was already cached with `previous_ts_ns`; the cache now holds the earlier of
-    /// the two timestamps.
+    /// The id was already cached with `previous_ts_ns` ([`EXCLUDED`] if it was a duplicate
+    /// already); it is now excluded.
     Duplicate {
         /// The timestamp that was cached before this insert.
         previous_ts_ns: u64,
@@ -54,6 +74,8 @@ pub struct TimestampCache {
     key: u64,
     capacity: usize,
     len: usize,
+    /// Ids of `len` that are excluded.
+    excluded: usize,
 }
 
 impl TimestampCache {
@@ -64,7 +86,7 @@ impl TimestampCache {
         let capacity = capacity.max(1);
         let want = capacity.saturating_add(capacity / 3).saturating_add(1);
         let n = want.checked_next_power_of_two().unwrap_or(1 << 62).max(2);
-        Self { slots: Vec::new(), mask: n - 1, key: mix64(seed), capacity, len: 0 }
+        Self { slots: Vec::new(), mask: n - 1, key: mix64(seed), capacity, len: 0, excluded: 0 }
     }
 
     /// The most ids this cache holds.
@@ -72,9 +94,14 @@ impl TimestampCache {
         self.capacity
     }
 
-    /// Ids cached.
+    /// Ids cached, excluded ones included.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Ids cached as excluded (seen more than once).
+    pub fn excluded(&self) -> usize {
+        self.excluded
     }
 
     /// True when nothing is cached.
@@ -98,7 +125,8 @@ impl TimestampCache {
         self.slots.as_ptr().wrapping_add(self.home(id)).cast()
     }
 
-    /// Caches `id` (≠ 0) seen at `ts_ns`. Allocates the table on the first call only.
+    /// Caches `id` (≠ 0) seen at `ts_ns`; a repeat excludes it. Allocates the table on the
+    /// first call only.
     #[inline]
     pub fn insert(&mut self, id: u64, ts_ns: u64) -> CacheInsert {
         self.reserve();
@@ -109,8 +137,9 @@ impl TimestampCache {
             let Some(s) = self.slots.get_mut(i) else { break };
             if s.id == id {
                 let previous_ts_ns = s.ts_ns;
-                if ts_ns < previous_ts_ns {
-                    s.ts_ns = ts_ns;
+                if previous_ts_ns != EXCLUDED {
+                    s.ts_ns = EXCLUDED;
+                    self.excluded += 1;
                 }
                 return CacheInsert::Duplicate { previous_ts_ns };
             }
@@ -120,6 +149,7 @@ impl TimestampCache {
                 }
                 *s = Slot { id, ts_ns };
                 self.len += 1;
+                self.excluded += usize::from(ts_ns == EXCLUDED);
                 return CacheInsert::Inserted;
             }
             i = (i + 1) & self.mask;
@@ -141,7 +171,7 @@ impl TimestampCache {
         self.slots = vec![Slot::default(); self.mask + 1];
     }
 
-    /// The timestamp cached for `id`.
+    /// The timestamp cached for `id` ([`EXCLUDED`] for an id seen more than once).
     #[inline]
     pub fn get(&self, id: u64) -> Option<u64> {
         if id == 0 {
@@ -161,14 +191,20 @@ impl TimestampCache {
         None
     }
 
-    /// True when `id` is cached.
+    /// True when `id` is cached (excluded or not).
     pub fn contains(&self, id: u64) -> bool {
         self.get(id).is_some()
     }
 
-    /// Every (id, timestamp) pair, in table order.
+    /// Every (id, timestamp) pair, in table order, excluded ids included (timestamp
+    /// [`EXCLUDED`]): what an export or a merge must carry.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.slots.iter().filter(|s| s.id != 0).map(|s| (s.id, s.ts_ns))
+    }
+
+    /// The (id, timestamp) pairs of the ids seen once: the set the banks hold.
+    pub fn iter_measured(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.iter().filter(|&(_, ts)| ts != EXCLUDED)
     }
 
     /// Forgets every id, keeping the allocation.
@@ -176,6 +212,7 @@ impl TimestampCache {
         if self.len > 0 {
             self.slots.fill(Slot::default());
             self.len = 0;
+            self.excluded = 0;
         }
     }
 }
@@ -202,13 +239,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn insert_get_duplicates_keep_the_earliest() {
+    fn insert_get_duplicates_are_excluded() {
         let mut c = TimestampCache::new(4, 1);
         assert_eq!(c.insert(10, 500), CacheInsert::Inserted);
         assert_eq!(c.insert(10, 700), CacheInsert::Duplicate { previous_ts_ns: 500 });
-        assert_eq!(c.get(10), Some(500));
-        assert_eq!(c.insert(10, 300), CacheInsert::Duplicate { previous_ts_ns: 500 });
-        assert_eq!(c.get(10), Some(300));
+        assert_eq!(c.get(10), Some(EXCLUDED));
+        assert_eq!(c.insert(10, 300), CacheInsert::Duplicate { previous_ts_ns: EXCLUDED });
+        assert_eq!(c.get(10), Some(EXCLUDED));
+        assert_eq!(c.excluded(), 1);
         assert_eq!(c.get(11), None);
         assert_eq!(c.get(0), None);
         for id in 11..14 {
@@ -217,11 +255,14 @@ mod tests {
         assert_eq!(c.insert(99, 1), CacheInsert::Full);
         assert_eq!(c.insert(12, 1), CacheInsert::Duplicate { previous_ts_ns: 12 }, "full still dedupes");
         assert_eq!(c.len(), 4);
+        assert_eq!(c.excluded(), 2);
+        assert_eq!(c.iter_measured().map(|(id, _)| id).collect::<Vec<_>>().len(), 2);
         let mut out = Vec::new();
         c.lookup(&[13, 99, 10], &mut out);
-        assert_eq!(out, vec![Some(13), None, Some(300)]);
+        assert_eq!(out, vec![Some(13), None, Some(EXCLUDED)]);
         c.clear();
         assert!(c.is_empty());
+        assert_eq!(c.excluded(), 0);
         assert_eq!(c.get(13), None);
     }
 

@@ -8,7 +8,7 @@
 
 use super::banks::Banks;
 use super::banks::Bucket;
-use super::cache::TimestampSource;
+use super::cache::{EXCLUDED, TimestampSource};
 use super::config::StdDevEstimator;
 use super::peel::{Difference, PeelGuards, Peeled, Side};
 use crate::synopsis::estimate::{Estimate, Measured, NoEstimate};
@@ -38,10 +38,15 @@ pub struct Reconciliation {
     pub lost: Vec<u64>,
     /// Receiver-only ids ("reordered") confirmed and removed from the receiver's banks.
     pub reordered: Vec<u64>,
+    /// One-sided ids (confirmed and removed like the others) that the other point saw more
+    /// than once and so excluded ([`super::cache`]): neither lost nor reordered, and in no
+    /// estimate. Ids excluded at both points never reach the difference; the points'
+    /// counters (`duplicate_ids`, `duplicates`) count every excluded id and copy.
+    pub excluded_duplicates: Vec<u64>,
     /// Ids the peeling listed that the point supposedly holding them did not know (false
     /// pures, P4 b); their buckets stay unrepaired and drop out of the estimate.
     pub unconfirmed: Vec<u64>,
-    /// Ids decoded and repaired (`lost.len() + reordered.len()`).
+    /// Ids decoded and repaired (`lost.len() + reordered.len() + excluded_duplicates.len()`).
     pub decoded: u64,
     /// A lower bound on the difference ids that stayed undecoded.
     pub undecoded_lower_bound: u64,
@@ -101,6 +106,23 @@ pub struct RdaReport {
     pub lost_bounds: (u64, u64),
     /// Decode and repair diagnostics.
     pub reconciliation: Reconciliation,
+    /// What each point excluded as seen more than once (from the epoch values' counters; zero
+    /// until [`RdaReport::note_duplicates`]).
+    pub duplicates: Duplicates,
+}
+
+/// Identities each point saw more than once in the epoch and excluded from the estimate with
+/// every copy ([`super::cache`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Duplicates {
+    /// Distinct ids the sender excluded.
+    pub sender_ids: u64,
+    /// Packets (every copy) the sender excluded.
+    pub sender_packets: u64,
+    /// Distinct ids the receiver excluded.
+    pub receiver_ids: u64,
+    /// Packets (every copy) the receiver excluded.
+    pub receiver_packets: u64,
 }
 
 impl RdaReport {
@@ -122,7 +144,18 @@ impl RdaReport {
             receiver_packets: 0,
             lost_bounds: (0, 0),
             reconciliation: Reconciliation::default(),
+            duplicates: Duplicates::default(),
         }
+    }
+
+    /// Copies the two points' duplicate counts into [`RdaReport::duplicates`].
+    pub fn note_duplicates(&mut self, sender: &super::RdaCounters, receiver: &super::RdaCounters) {
+        self.duplicates = Duplicates {
+            sender_ids: sender.duplicate_ids,
+            sender_packets: sender.excluded_packets(),
+            receiver_ids: receiver.duplicate_ids,
+            receiver_packets: receiver.excluded_packets(),
+        };
     }
 }
 
@@ -294,7 +327,8 @@ pub fn reconcile(
     let mut probe = Vec::with_capacity(1);
     let mut accept = |id: u64, side: Side| {
         local.cache.lookup(&[id], &mut probe);
-        let known_locally = matches!(probe.first(), Some(Some(_)));
+        // An id the decoding point excluded is not in its banks: as good as unseen here.
+        let known_locally = matches!(probe.first(), Some(Some(ts)) if *ts != EXCLUDED);
         known_locally == (side == local.side)
     };
     let peeled = diff.peel(guards, &mut accept);
@@ -327,27 +361,34 @@ fn repair_and_estimate(
         iteration_cap_hit: peeled.iteration_cap_hit,
         ..Reconciliation::default()
     };
-    let mut answers = Vec::new();
+    let (mut answers, mut others) = (Vec::new(), Vec::new());
     for (side, ids) in [(Side::Sender, &peeled.sender_only), (Side::Receiver, &peeled.receiver_only)] {
         if ids.is_empty() {
             continue;
         }
         source_for(side, local, remote).lookup(ids, &mut answers);
+        // Whether the other point excluded them (one more batched look-up there).
+        source_for(side.other(), local, remote).lookup(ids, &mut others);
         for (i, &id) in ids.iter().enumerate() {
-            match (side, answers.get(i).copied().flatten()) {
-                (Side::Sender, Some(ts)) => {
-                    a.delete(id, ts);
-                    rec.lost.push(id);
+            let elsewhere_excluded = others.get(i).copied().flatten() == Some(EXCLUDED);
+            match answers.get(i).copied().flatten() {
+                // Excluded (or unknown) at the point said to hold it: a false pure.
+                None | Some(EXCLUDED) => rec.unconfirmed.push(id),
+                Some(ts) => {
+                    match side {
+                        Side::Sender => a.delete(id, ts),
+                        Side::Receiver => b.delete(id, ts),
+                    }
+                    match (side, elsewhere_excluded) {
+                        (_, true) => rec.excluded_duplicates.push(id),
+                        (Side::Sender, false) => rec.lost.push(id),
+                        (Side::Receiver, false) => rec.reordered.push(id),
+                    }
                 }
-                (Side::Receiver, Some(ts)) => {
-                    b.delete(id, ts);
-                    rec.reordered.push(id);
-                }
-                (_, None) => rec.unconfirmed.push(id),
             }
         }
     }
-    rec.decoded = (rec.lost.len() + rec.reordered.len()) as u64;
+    rec.decoded = (rec.lost.len() + rec.reordered.len() + rec.excluded_duplicates.len()) as u64;
     rec.complete = rec.residual_buckets == 0 && rec.unconfirmed.is_empty() && !rec.iteration_cap_hit;
 
     let g = aggregate(&a, &b);
@@ -378,5 +419,6 @@ fn repair_and_estimate(
         receiver_packets: receiver.packets(),
         lost_bounds: lost_bounds(&a, &b, rec.lost.len() as u64),
         reconciliation: rec,
+        duplicates: Duplicates::default(),
     }
 }

@@ -77,6 +77,7 @@ pub fn run_local(sender: &Rda, receiver: &Rda, decoder: Side, guards: &PeelGuard
         let bank_bytes = (encode_banks(cfg, &a).len() + encode_banks(cfg, &b).len()) as u64;
         let mut report = reconcile(&a, &b, LocalCache { side: decoder, cache: local }, remote, guards);
         report.choose_std_dev(cfg.std_dev);
+        report.note_duplicates(sender.counters(), receiver.counters());
         let complete = report.reconciliation.complete;
         outcome.attempts.push(Attempt {
             buckets_per_bank: m,

@@ -3,8 +3,9 @@
 //! despite loss and reordering.
 //!
 //! What it holds, per point and epoch ([`Rda`]):
-//! - a per-epoch ID → timestamp cache ([`TimestampCache`]), fixed capacity, with duplicate
-//!   suppression (the earliest timestamp of an id wins, repeats are counted);
+//! - a per-epoch ID → timestamp cache ([`TimestampCache`]), fixed capacity; an id seen more
+//!   than once in the epoch is excluded from the cache's set and the banks (every copy), and
+//!   counted (see [`cache`] for why the spec's first-copy-wins P14 is not followed);
 //! - in online mode, k banks × m buckets of ⟨XOR of ids, wrapping Σ timestamps, signed count⟩
 //!   ([`Banks`]); in late-binding mode the banks are built from the cache at epoch end once m
 //!   is chosen ([`late`]).
@@ -24,9 +25,9 @@
 //!    simulations and tools use it.)
 //! 2. The control thread [`Synopsis::merge`]s the shards into an empty accumulator: buckets
 //!    add, and every logged packet is filed into the accumulator's cache with the direct
-//!    path's rules (an id already cached is a duplicate: the earliest timestamp stays and the
-//!    later copy is taken out of the banks; past the capacity the packet is taken out and
-//!    counted in `cache_full`), so the result equals the direct path's. It then
+//!    path's rules (an id already cached is a duplicate: every copy of it is taken out of the
+//!    banks and the id stays in the cache as excluded; past the capacity the packet is taken
+//!    out and counted in `cache_full`), so the result equals the direct path's. It then
 //!    ships [`Synopsis::encode`] (online: counters + bucket array; late binding: counters +
 //!    MinHash signature, computed from the cache: encode before taking the cache). The cache
 //!    is not part of that encoding: the control thread keeps it ([`Rda::take_cache`]) for a
@@ -53,9 +54,9 @@ pub mod sizing;
 pub mod wire;
 
 pub use banks::{BUCKET_BYTES, BankHash, Banks, Bucket, packet_id};
-pub use cache::{CacheInsert, TimestampCache, TimestampSource};
+pub use cache::{CacheInsert, EXCLUDED, TimestampCache, TimestampSource, clamp_ts};
 pub use config::{Binding, RdaConfig, SampleKey, StdDevEstimator};
-pub use estimator::{LocalCache, RdaReport, Reconciliation, reconcile};
+pub use estimator::{Duplicates, LocalCache, RdaReport, Reconciliation, reconcile};
 pub use log::PacketLog;
 pub use peel::{Difference, PeelGuards, Peeled, Side};
 pub use sizing::{DifferenceEstimate, MinHashSignature};
@@ -74,10 +75,15 @@ pub struct RdaCounters {
     pub seen: u64,
     /// Packets the consistent sampling left out.
     pub sampled_out: u64,
-    /// Distinct ids cached (and, online, in the banks).
+    /// Distinct ids cached and measured (seen once; online, in the banks).
     pub cached: u64,
-    /// Repeats of an id already cached (P14), including ids seen on two cores.
+    /// Repeats of an id already cached (P14), including ids seen on two cores: copies beyond
+    /// the first of every id seen more than once.
     pub duplicates: u64,
+    /// Distinct ids seen more than once, excluded from the estimate with all their copies
+    /// (`duplicates + duplicate_ids` packets left out). `seen = sampled_out + cached +
+    /// duplicate_ids + duplicates + cache_full`.
+    pub duplicate_ids: u64,
     /// Packets left out because the cache was full (neither cached nor in the banks, so the
     /// two stay consistent; the other point sees them as a difference).
     pub cache_full: u64,
@@ -90,6 +96,11 @@ impl RdaCounters {
         self.sampled_out = self.sampled_out.saturating_add(o.sampled_out);
         self.duplicates = self.duplicates.saturating_add(o.duplicates);
         self.cache_full = self.cache_full.saturating_add(o.cache_full);
+    }
+
+    /// Packets left out as copies of an id seen more than once.
+    pub fn excluded_packets(&self) -> u64 {
+        self.duplicates.saturating_add(self.duplicate_ids)
     }
 }
 
@@ -155,6 +166,7 @@ impl Rda {
     #[inline]
     pub fn update_raw(&mut self, identity: u64, flow_hash: u64, ts_ns: u64) {
         let Some(id) = self.admit(identity, flow_hash) else { return };
+        let ts_ns = clamp_ts(ts_ns);
         match self.cache.insert(id, ts_ns) {
             CacheInsert::Inserted => {
                 self.counters.cached += 1;
@@ -164,10 +176,13 @@ impl Rda {
             }
             CacheInsert::Duplicate { previous_ts_ns } => {
                 self.counters.duplicates += 1;
-                if ts_ns < previous_ts_ns
-                    && let Some(b) = &mut self.banks
-                {
-                    b.retime(id, previous_ts_ns, ts_ns);
+                // The second copy: the first leaves the banks; later copies never enter.
+                if previous_ts_ns != EXCLUDED {
+                    self.counters.cached -= 1;
+                    self.counters.duplicate_ids += 1;
+                    if let Some(b) = &mut self.banks {
+                        b.delete(id, previous_ts_ns);
+                    }
                 }
             }
             CacheInsert::Full => self.counters.cache_full += 1,
@@ -184,6 +199,7 @@ impl Rda {
     #[inline]
     pub fn update_logged(&mut self, identity: u64, flow_hash: u64, ts_ns: u64) {
         let Some(id) = self.admit(identity, flow_hash) else { return };
+        let ts_ns = clamp_ts(ts_ns);
         if !self.log.push(id, ts_ns) {
             self.counters.cache_full += 1;
             return;
@@ -208,32 +224,44 @@ impl Rda {
             if let Some(&(ahead, _)) = logged.get(i + AHEAD) {
                 prefetch(self.cache.slot_ptr(ahead));
             }
-            if self.file(id, ts) {
-                self.counters.cached += 1;
-            }
+            self.file(id, ts);
         }
+        self.count_cache();
     }
 
-    /// Files one packet whose copy is already in the banks into the cache: true when cached.
-    /// A repeat keeps the earlier timestamp and its later copy leaves the banks (counted in
-    /// `duplicates`); past the capacity the packet leaves the banks (counted in `cache_full`).
+    /// Sets `cached` and `duplicate_ids` from the cache (after filing; the control thread).
+    fn count_cache(&mut self) {
+        let excluded = self.cache.excluded() as u64;
+        self.counters.cached = (self.cache.len() as u64).saturating_sub(excluded);
+        self.counters.duplicate_ids = excluded;
+    }
+
+    /// Files one entry into the cache. `ts` is a packet whose copy is already in the banks,
+    /// or [`EXCLUDED`] for an id another shard excluded (none of its copies is in the banks).
+    /// A repeat takes every copy of the id out of the banks (counted in `duplicates`; the
+    /// caller recounts `cached` and `duplicate_ids` from the cache); past the capacity the
+    /// packet leaves the banks (counted in `cache_full`).
     #[inline(always)]
-    fn file(&mut self, id: u64, ts: u64) -> bool {
+    fn file(&mut self, id: u64, ts: u64) {
         match self.cache.insert(id, ts) {
-            CacheInsert::Inserted => true,
+            CacheInsert::Inserted => {}
             CacheInsert::Duplicate { previous_ts_ns } => {
                 self.counters.duplicates = self.counters.duplicates.saturating_add(1);
                 if let Some(b) = &mut self.banks {
-                    b.delete(id, ts.max(previous_ts_ns));
+                    for copy in [ts, previous_ts_ns] {
+                        if copy != EXCLUDED {
+                            b.delete(id, copy);
+                        }
+                    }
                 }
-                false
             }
+            // A shard's excluded id that does not fit: nothing of it is in the banks.
+            CacheInsert::Full if ts == EXCLUDED => {}
             CacheInsert::Full => {
                 self.counters.cache_full = self.counters.cache_full.saturating_add(1);
                 if let Some(b) = &mut self.banks {
                     b.delete(id, ts);
                 }
-                false
             }
         }
     }
@@ -303,10 +331,11 @@ impl Rda {
     }
 }
 
-/// Banks with m buckets per bank holding every (id, timestamp) of `cache`.
+/// Banks with m buckets per bank holding every (id, timestamp) of `cache` seen once (the
+/// excluded ids stay out, as they do online).
 pub fn banks_from_cache(cfg: &RdaConfig, cache: &TimestampCache, buckets_per_bank: usize) -> Banks {
     let mut b = Banks::new(cfg, buckets_per_bank.max(1));
-    for (id, ts) in cache.iter() {
+    for (id, ts) in cache.iter_measured() {
         b.insert(id, ts);
     }
     b
@@ -318,7 +347,11 @@ impl Synopsis for Rda {
     /// 2 since `FlowKey::hash` hashes the key padded to 40 bytes: with `sample_by = "flow"`
     /// a point samples by the flow hash, so points of the two versions would keep different
     /// flows and the difference would read as loss; a peer refuses the other version instead.
-    const FORMAT_VERSION: u8 = 2;
+    ///
+    /// 3 since an id seen twice is excluded (every copy) instead of keeping its first copy,
+    /// and the counters carry `duplicate_ids`: points of versions 2 and 3 would pair different
+    /// copies, so a peer refuses the other version.
+    const FORMAT_VERSION: u8 = 3;
 
     fn new(cfg: &RdaConfig) -> Result<Self, ConfigError> {
         cfg.validate()?;
@@ -343,9 +376,9 @@ impl Synopsis for Rda {
     }
 
     /// Adds a shard of the same configuration: banks add, caches unite. An id cached by both
-    /// shards is a duplicate: the earlier timestamp stays and the later copy is deleted from
-    /// the merged banks. If the union outgrows the capacity, the ids that do not fit are
-    /// deleted from the merged banks and counted in `cache_full`.
+    /// shards is a duplicate: every copy is deleted from the merged banks and the id stays
+    /// excluded. If the union outgrows the capacity, the ids that do not fit are deleted from
+    /// the merged banks and counted in `cache_full`.
     fn merge(&mut self, other: &Self) -> Result<(), MergeError> {
         self.check_same_config(other)?;
         self.settle();
@@ -353,14 +386,12 @@ impl Synopsis for Rda {
         if let (Some(a), Some(b)) = (&mut self.banks, &other.banks) {
             a.add(b);
         }
-        let mut dropped = 0u64;
         for (id, ts) in other.cache.iter() {
-            dropped += u64::from(!self.file(id, ts));
+            self.file(id, ts);
         }
-        self.counters.cached =
-            self.counters.cached.saturating_add(other.counters.cached).saturating_sub(dropped);
         // The other shard's logged packets are in its banks, now added to ours.
         self.file_logged(other.log.entries());
+        self.count_cache();
         if other.signature.is_some() || self.signature.is_some() {
             // Signatures of decoded values cannot be merged exactly; recompute from caches.
             self.signature = None;
@@ -418,6 +449,7 @@ pub fn estimate(
         (Some(a), Some(b)) => {
             let mut r = reconcile(a, b, local, remote, guards);
             r.choose_std_dev(sender.config().std_dev);
+            r.note_duplicates(sender.counters(), receiver.counters());
             r
         }
         _ => RdaReport::unavailable(NoEstimate::Other {

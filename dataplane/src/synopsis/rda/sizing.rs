@@ -51,7 +51,7 @@ impl MinHashSignature {
     /// The signature of a point's cache under `cfg` (`signature_len` of the late-binding
     /// config, or 256 in online mode).
     pub fn of_cache(cache: &TimestampCache, cfg: &RdaConfig) -> Self {
-        Self::from_ids(cache.iter().map(|(id, _)| id), signature_len(cfg), cfg.minhash_seed())
+        Self::from_ids(cache.iter_measured().map(|(id, _)| id), signature_len(cfg), cfg.minhash_seed())
     }
 }
 

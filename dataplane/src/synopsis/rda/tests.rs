@@ -362,19 +362,90 @@ fn decoding_at_the_receiver_gives_the_same_answer() {
 }
 
 #[test]
-fn duplicates_keep_the_earliest_copy_and_are_counted() {
+fn duplicates_are_excluded_with_every_copy_and_counted() {
     let cfg = online(2, 64, 64);
     let mut r = Rda::new(&cfg).unwrap();
     r.update_raw(10, 0, 500);
-    r.update_raw(10, 0, 900); // a later repeat: ignored
-    r.update_raw(10, 0, 300); // an earlier repeat: becomes the kept copy
+    r.update_raw(10, 0, 900); // a repeat: both copies leave the banks
+    r.update_raw(10, 0, 300); // and later ones never enter
     r.update_raw(11, 0, 400);
     r.update_raw(0, 0, 450); // identity 0 is packet id 1
-    assert_eq!(r.counters().duplicates, 2);
-    assert_eq!(r.counters().cached, 3);
-    assert_eq!(r.cache().get(10), Some(300));
+    let c = *r.counters();
+    assert_eq!((c.duplicates, c.duplicate_ids, c.cached, c.excluded_packets()), (2, 1, 2, 3));
+    assert_eq!(c.cached + c.duplicate_ids + c.duplicates + c.cache_full + c.sampled_out, c.seen);
+    assert_eq!(r.cache().get(10), Some(EXCLUDED));
     assert_eq!(r.cache().get(1), Some(450));
+    assert_eq!(r.banks().unwrap().packets(), 2);
     assert_eq!(r.banks().unwrap(), &banks_from_cache(&cfg, r.cache(), 64), "banks hold the cache exactly");
+    // The excluded id survives an export (so a collector answering look-ups knows it).
+    let back = wire::decode_cache(&cfg, &wire::encode_cache(&cfg, r.cache())).unwrap();
+    assert_eq!((back.get(10), back.get(11), back.excluded(), back.len()), (Some(EXCLUDED), Some(400), 1, 3));
+}
+
+/// Identity repeats the way issue 18 found them: at the sender only (one copy lost, or a loop
+/// upstream), at the receiver only (a loop between the points) and at both (a retransmission
+/// seen at both), with the copies' delays far from the rest. The mean over the packets seen
+/// once at each point must come out exact, the one-sided ids must be told apart from loss and
+/// reordering, and the counts must be those of the construction.
+#[test]
+fn repeated_identities_leave_the_mean_and_the_loss_alone() {
+    let cfg = online(2, 512, 4_096);
+    let (mut a, mut b) = (Rda::new(&cfg).unwrap(), Rda::new(&cfg).unwrap());
+    let (mut sum, mut n, mut lost) = (0i128, 0i128, 0u64);
+    for i in 1..=2_000u64 {
+        let id = mix64(i) | 1;
+        let sent = 1_000_000 + i * 1_000;
+        let delay = 40_000 + (mix64(i ^ 0x18) % 20_000);
+        a.update_raw(id, 0, sent);
+        match i % 100 {
+            // Sender-side repeat, one copy delivered (much later: a retransmission).
+            3 => {
+                a.update_raw(id, 0, sent + 500_000);
+                b.update_raw(id, 0, sent + 500_000 + delay);
+            }
+            // A loop between the points: the receiver sees the packet twice.
+            5 => {
+                b.update_raw(id, 0, sent + delay);
+                b.update_raw(id, 0, sent + delay + 3_000_000);
+            }
+            // A retransmission seen at both points, the second copy delayed 10×.
+            7 => {
+                a.update_raw(id, 0, sent + 200_000);
+                b.update_raw(id, 0, sent + delay);
+                b.update_raw(id, 0, sent + 200_000 + 10 * delay);
+            }
+            // A true loss.
+            11 => lost += 1,
+            _ => {
+                b.update_raw(id, 0, sent + delay);
+                sum += delay as i128;
+                n += 1;
+            }
+        }
+    }
+    for (decoder, local, remote) in [(Side::Sender, &a, &b), (Side::Receiver, &b, &a)] {
+        let r = estimate(
+            &a,
+            &b,
+            LocalCache { side: decoder, cache: local.cache() },
+            remote.cache(),
+            &PeelGuards::default(),
+        );
+        let rec = &r.reconciliation;
+        assert!(rec.complete, "{rec:?}");
+        assert_eq!(
+            r.mean_ns.as_ref().unwrap().value,
+            estimator::exact_ratio(sum, n),
+            "decoded at {decoder:?}"
+        );
+        assert_eq!(rec.lost.len() as u64, lost, "only the true losses are lost");
+        assert!(rec.reordered.is_empty());
+        // One-sided: the 20 sender-side repeats (receiver has them) and the 20 loops (sender has them).
+        assert_eq!(rec.excluded_duplicates.len(), 40);
+        let d = r.duplicates;
+        assert_eq!((d.sender_ids, d.sender_packets), (40, 80));
+        assert_eq!((d.receiver_ids, d.receiver_packets), (40, 80));
+    }
 }
 
 #[test]
@@ -635,7 +706,7 @@ fn epoch_value_round_trips_without_its_cache() {
         }
         assert_eq!(d.encode(), bytes, "re-encoding is identical");
         if let Some(b) = p.banks() {
-            assert_eq!(bytes.len(), 10 + 1 + 40 + b.bytes());
+            assert_eq!(bytes.len(), 10 + 1 + 48 + b.bytes());
         }
     }
 }
@@ -663,8 +734,8 @@ fn every_truncation_and_trailing_byte_is_refused() {
 fn signature_must_be_ascending_and_fit_the_config() {
     let p = &sample_points()[1];
     let bytes = p.encode();
-    // header 10, part 1, counters 40, set_size 8, len 4, then the values.
-    let first = 10 + 1 + 40 + 8 + 4;
+    // header 10, part 1, counters 48, set_size 8, len 4, then the values.
+    let first = 10 + 1 + 48 + 8 + 4;
     let mut swapped = bytes.clone();
     swapped[first..first + 16].rotate_left(8);
     assert!(matches!(
@@ -881,14 +952,19 @@ fn logged_shards_merged_equal_the_direct_path() {
                 assert_eq!(merged.encode(), direct.encode());
             } else {
                 // Past it, which packets are left out depends on the order they are filed in
-                // (a log also counts repeats); the banks still hold exactly the cached ids.
+                // (a log also counts repeats); the banks still hold exactly the cached ids
+                // seen once.
                 let mut rebuilt = Rda::new(&cfg).unwrap();
-                for (id, ts) in merged.cache().iter() {
+                for (id, ts) in merged.cache().iter_measured() {
                     rebuilt.update_raw(id, id ^ 7, ts);
                 }
                 assert_eq!(rebuilt.banks(), merged.banks(), "{cfg:?}, {shards} shard(s)");
                 let c = merged.counters();
-                assert_eq!(c.cached + c.duplicates + c.cache_full + c.sampled_out, c.seen, "{c:?}");
+                assert_eq!(
+                    c.cached + c.duplicate_ids + c.duplicates + c.cache_full + c.sampled_out,
+                    c.seen,
+                    "{c:?}"
+                );
                 assert!(c.cache_full > 0);
             }
         }

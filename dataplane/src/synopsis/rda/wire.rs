@@ -2,9 +2,9 @@
 //! version, config fingerprint) and then a part tag:
 //!
 //! ```text
-//! 0 epoch value   counters (5 × u64) | online: k·m buckets | late: set_size u64, len u32, len × u64
+//! 0 epoch value   counters (6 × u64) | online: k·m buckets | late: set_size u64, len u32, len × u64
 //! 1 bound banks   m u32 | k·m buckets                      (late binding, built at epoch end)
-//! 2 cache export  entries u64 | entries × (id u64, ts_ns u64)
+//! 2 cache export  entries u64 | entries × (id u64, ts_ns u64; u64::MAX: excluded, seen twice)
 //! ```
 //!
 //! A bucket is three LE u64 in `Bucket` field order (ID, TS, Δ as two's complement). Every
@@ -63,7 +63,7 @@ fn part(r: &mut Reader<'_>, want: u8) -> Result<(), DecodeError> {
 pub(crate) fn write_epoch_body(s: &Rda, w: &mut Writer<'_>) {
     w.u8(PART_EPOCH);
     let c = s.counters();
-    for v in [c.seen, c.sampled_out, c.cached, c.duplicates, c.cache_full] {
+    for v in [c.seen, c.sampled_out, c.cached, c.duplicates, c.cache_full, c.duplicate_ids] {
         w.u64(v);
     }
     match s.banks() {
@@ -90,6 +90,7 @@ pub(crate) fn read_epoch_body(
         cached: r.u64()?,
         duplicates: r.u64()?,
         cache_full: r.u64()?,
+        duplicate_ids: r.u64()?,
     };
     let body = match cfg.binding {
         Binding::Online { buckets_per_bank } => {
