@@ -7,13 +7,16 @@
 ---
 --- The n-th --dev sends the n-th pcap. Every frame is due (t - t0) / rate-multiplier after a
 --- common start, t0 being the earliest timestamp of all the pcaps, so the timing *between* the
---- ports is kept (a response never leaves before its request), unlike examples/pcap/replay-pcap.lua,
---- which starts each file's first frame at once. Pass k of a loop starts k periods after the
+--- ports is kept, unlike examples/pcap/replay-pcap.lua, which starts each file's first frame at
+--- once. One task replays all the pcaps merged by timestamp (ties: the earlier --dev first), so
+--- a frame is never handed to its driver before an earlier frame of another port, however late
+--- the task runs: a response never leaves before its request. (The first version ran one task
+--- per port; on a loaded 2-CPU machine their lateness differed by up to 270 ms and a quarter of
+--- the responses left before their requests.) Pass k of a loop starts k periods after the
 --- start, a period being the pcaps' span plus their mean gap (the same rule as `wirelat replay`).
 ---
---- Written against MoonGen's and libmoon's documented Lua API (device, memory, pcap, stats,
---- timestamping, histogram). It was NOT run here: the machine it was written on has no NIC and
---- no MoonGen. See README.md, "Testing with MoonGen", for the set-up and its caveats.
+--- Run here over veth pairs (net_af_packet) into `wirelat run`: scripts/moongen-replay.sh.
+--- --latency needs hardware timestamps and was not run (virtual devices have none).
 
 local mg     = require "moongen"
 local device = require "device"
@@ -42,6 +45,7 @@ function configure(parser)
 	parser:option("--latency", "Measure the appliance's latency from the first to the second port with hardware-timestamped PTP probes; write the histogram (CSV) here."):target("latency")
 	parser:option("--probe-interval-us", "Gap between two latency probes."):default(1000):convert(tonumber):target("probeIntervalUs")
 	parser:option("--buf-size", "Mbuf size; frames longer than this minus 128 bytes are truncated by libmoon's pcap reader."):default(2048):convert(tonumber):target("bufSize")
+	parser:option("--keep-gaps", "1: a frame handed to the driver late delays the next ones, so no two frames leave closer together than in the pcaps (a late replay stretches instead of bunching a request and its response together); 0: every frame at its due time or at once if overdue."):default(1):convert(tonumber):target("keepGaps")
 	parser:option("--start-delay-ms", "Time given to every task to get ready before the first frame is due."):default(500):convert(tonumber):target("startDelayMs")
 	parser:option("--flush-ms", "Keep capturing this long after the last frame was sent."):default(1000):convert(tonumber):target("flushMs")
 	local args = parser:parse()
@@ -143,113 +147,113 @@ function master(args)
 
 	local hz = mg.getCyclesFrequency()
 	local startCycles = tonumber(mg.getCycles()) + args.startDelayMs / 1000 * hz
-	local replayers = {}
+	local queues = {}
 	for i, dev in ipairs(devs) do
-		if summaries[i].count > 0 then
-			replayers[#replayers + 1] = mg.startTask("replayTask", dev:getTxQueue(0), args.pcaps[i], baseSec, t0, periodNs, startCycles, args)
-		end
+		queues[i] = dev:getTxQueue(0)
 	end
-	for _, task in ipairs(replayers) do
-		task:wait()
-	end
+	mg.startTask("replayTask", queues, args.pcaps, baseSec, t0, periodNs, startCycles, args):wait()
 	-- Let the appliance forward the last frames and the capture tasks write them.
 	mg.sleepMillisIdle(args.flushMs)
 	mg.stop()
 	mg.waitForTasks()
 end
 
-function replayTask(queue, file, baseSec, t0, periodNs, startCycles, args)
+-- The head frame of one pcap: its mbuf and when it is due (TSC cycles).
+local function readHead(st, mem, args, passStart, baseSec, t0, cyclesPerNs)
+	local off = st.reader.offset
+	local buf = st.reader:readSingle(mem, args.bufSize)
+	if not buf then
+		st.buf = nil
+		return
+	end
+	local sec, frac = record(st.reader, off, st.nano)
+	st.buf = buf
+	st.due = passStart + ((sec - baseSec) * 1e9 + frac - t0) * cyclesPerNs
+end
+
+function replayTask(queues, files, baseSec, t0, periodNs, startCycles, args)
 	local mem = memory.createMemPool{ n = POOL_MBUFS, bufSize = args.bufSize }
-	local bufs = mem:bufArray()
-	local due = {}
-	local reader = pcap:newReader(file)
-	local nano = isNanosecond(reader)
 	local paced = args.rateMultiplier > 0
 	local cyclesPerNs = paced and mg.getCyclesFrequency() / 1e9 / args.rateMultiplier or 0
-	local sent, retries, unsent, pass = 0, 0, 0, 0
-	local lateSum, lateMax, pacedFrames = 0, 0, 0
-	local passStart = startCycles
+	local streams = {}
+	for i, file in ipairs(files) do
+		local reader = pcap:newReader(file)
+		streams[i] = { file = file, queue = queues[i], reader = reader, nano = isNanosecond(reader),
+			sent = 0, retries = 0, lateSum = 0, lateMax = 0 }
+	end
+	local pass, passStart, unsent = 0, startCycles, 0
+	-- With --keep-gaps, the previous frame's due time and the time it was handed over.
+	local prevDue, prevSent
+	for _, st in ipairs(streams) do
+		readHead(st, mem, args, passStart, baseSec, t0, cyclesPerNs)
+	end
 	while mg.running() and tonumber(mg.getCycles()) < startCycles do end
 	local firstCycles = tonumber(mg.getCycles())
 	local lastCycles = firstCycles
 	while mg.running() do
-		local off = reader.offset
-		local n = reader:read(bufs, args.bufSize)
-		if n == 0 then
+		-- The earliest head of all the pcaps (ties: the earlier --dev).
+		local next
+		for _, st in ipairs(streams) do
+			if st.buf and (not next or st.due < next.due) then
+				next = st
+			end
+		end
+		if not next then
 			pass = pass + 1
 			if args.loops ~= 0 and pass >= args.loops then
 				break
 			end
-			reader:reset()
 			passStart = startCycles + pass * periodNs * cyclesPerNs
+			for _, st in ipairs(streams) do
+				st.reader:reset()
+				readHead(st, mem, args, passStart, baseSec, t0, cyclesPerNs)
+			end
 		else
-			for i = 1, n do
-				local sec, frac, len = record(reader, off, nano)
-				off = off + RECORD_HEADER_BYTES + len
-				due[i] = passStart + ((sec - baseSec) * 1e9 + frac - t0) * cyclesPerNs
+			local due = next.due
+			if paced and args.keepGaps ~= 0 and prevDue then
+				due = math.max(due, prevSent + (next.due - prevDue))
 			end
-			local i, stopped = 1, false
-			while i <= n do
-				if paced then
-					while mg.running() and tonumber(mg.getCycles()) < due[i] do end
-				end
+			if paced then
+				while mg.running() and tonumber(mg.getCycles()) < due do end
+			end
+			-- A full tx ring is retried, never dropped; only a stop leaves a frame unsent.
+			local now = tonumber(mg.getCycles())
+			while next.queue:trySendSingle(next.buf) == 0 do
+				next.retries = next.retries + 1
 				if not mg.running() then
-					stopped = true
-					break
-				end
-				local now = tonumber(mg.getCycles())
-				-- Every frame of the batch that is due by now goes in one tx burst.
-				local j = i
-				while j < n and (not paced or due[j + 1] <= now) do
-					j = j + 1
-				end
-				local first, left = i - 1, j - i + 1
-				while left > 0 do
-					local k = queue:trySend(bufs, first, left)
-					first, left = first + k, left - k
-					if left > 0 then
-						-- A full tx ring is retried, never dropped; only a stop leaves frames unsent.
-						retries = retries + 1
-						if not mg.running() then
-							break
-						end
-					end
-				end
-				-- Frames i .. first (1-based) were sent.
-				sent = sent + (first - i + 1)
-				if paced then
-					for k = i, first do
-						local late = now - due[k]
-						lateSum = lateSum + late
-						lateMax = math.max(lateMax, late)
-					end
-					pacedFrames = pacedFrames + (first - i + 1)
-				end
-				lastCycles = now
-				i = first + 1
-				if left > 0 then
-					stopped = true
 					break
 				end
 			end
-			if stopped then
-				-- Interrupted: free the frames of this batch that were not sent, and stop.
-				for k = i - 1, n - 1 do
-					bufs.array[k]:free()
-				end
-				unsent = unsent + (n - i + 1)
+			if not mg.running() then
 				break
 			end
+			next.sent = next.sent + 1
+			prevDue, prevSent = next.due, now
+			if paced then
+				local late = now - next.due
+				next.lateSum = next.lateSum + late
+				next.lateMax = math.max(next.lateMax, late)
+			end
+			lastCycles = now
+			readHead(next, mem, args, passStart, baseSec, t0, cyclesPerNs)
 		end
 	end
-	reader:close()
 	local hz = mg.getCyclesFrequency()
-	log:info("%s -> %s: sent %d frames in %d passes over %.6f s, %d tx retries, %d unsent",
-		file, tostring(queue), sent, pass, (lastCycles - firstCycles) / hz, retries, unsent)
-	if pacedFrames > 0 then
-		log:info("%s: lateness (handed to the driver minus due) mean %.0f ns, max %.0f ns",
-			file, lateSum / pacedFrames / hz * 1e9, lateMax / hz * 1e9)
+	for _, st in ipairs(streams) do
+		if st.buf then
+			-- Interrupted: the head read but not sent.
+			st.buf:free()
+			unsent = unsent + 1
+		end
+		st.reader:close()
+		log:info("%s -> %s: sent %d frames in %d passes over %.6f s, %d tx retries",
+			st.file, tostring(st.queue), st.sent, pass, (lastCycles - firstCycles) / hz, st.retries)
+		if paced and st.sent > 0 then
+			log:info("%s: lateness (handed to the driver minus due) mean %.0f ns, max %.0f ns",
+				st.file, st.lateSum / st.sent / hz * 1e9, st.lateMax / hz * 1e9)
+		end
 	end
+	log:info("replay: %d frames read but not sent (stopped)", unsent)
 end
 
 function captureTask(queue, file)

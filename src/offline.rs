@@ -109,18 +109,17 @@ pub fn run(
     let template = measure::epoch_template(config)?;
     let set = config.synopsis_set();
     let clock = EpochClock::new(config.epochs.length_ns()).context("epoch length is 0")?;
+    let split = config.direction_split().context("[monitor] inside")?;
     let mut links = Vec::with_capacity(workers);
     let mut pipelines = Vec::with_capacity(workers);
     for _ in 0..workers {
         let t = template.clone();
         let (link, writer) = EpochLink::new(*config.epochs.ring.get_ref(), clock, move || t.clone());
         links.push(link);
-        pipelines.push(Pipeline::new(
-            config.packet_config(),
-            writer,
-            set.new_fridge_carry(),
-            OverrunPolicy::Wait,
-        ));
+        pipelines.push(
+            Pipeline::new(config.packet_config(), writer, set.new_fridge_carry(), OverrunPolicy::Wait)
+                .with_split(split.clone()),
+        );
     }
     let mut harvester = Harvester::new(links, move || template.clone());
     let mut publisher = measure::publisher(config, true)?;
@@ -216,6 +215,8 @@ pub fn run(
         measured = summary.counters.measured,
         skipped = summary.counters.skipped(),
         late = summary.counters.late,
+        split_neither = summary.counters.split_neither,
+        split_both = summary.counters.split_both,
         epochs = c.epochs,
         messages = c.messages,
         body_bytes = c.body_bytes,

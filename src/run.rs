@@ -321,6 +321,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     }
     let mut harvester = template.map(|t| Harvester::new(links, move || t.clone()));
     let set = config.synopsis_set();
+    let split = config.direction_split().context("[monitor] inside")?;
 
     // Worker q: port0 rx q -> port1 tx q, and port1 rx q -> port0 tx q.
     let mut jobs = Vec::with_capacity(usize::from(queues));
@@ -340,7 +341,8 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
                     writer,
                     set.new_fridge_carry(),
                     config.epochs.overrun,
-                );
+                )
+                .with_split(split.clone());
                 Some((pipeline, c))
             }
             _ => None,
@@ -914,6 +916,8 @@ fn log_snapshot(label: &str, worker: Option<usize>, s: &CounterSnapshot) {
         overrun_epochs = s.overrun_epochs,
         overrun_packets = s.overrun_packets,
         waits = s.waits,
+        split_neither = s.split_neither,
+        split_both = s.split_both,
         "measure counters"
     );
 }

@@ -4,7 +4,8 @@
 //! Every exchange pairs in the fridge with its exact delay and lands in its encapsulation's
 //! subset. And a two-point trace seen plain at one point and inside VXLAN or MPLS at the other
 //! gives the same synopsis bodies, hence the same LDA, LDS, RDA and COLATE estimates, as when
-//! both see it plain.
+//! both see it plain; shipped to a collector, the two give the same records, whose flow
+//! records name the encapsulation each point saw the flow in.
 
 mod common;
 
@@ -287,10 +288,8 @@ fn bodies(dir: &Path, pcaps: &[PathBuf; 2], tag: &str) -> BTreeMap<String, Vec<u
     read_dump(&out.join("dump"))
 }
 
-#[test]
-fn a_point_inside_a_tunnel_gives_the_same_synopses_as_a_plain_one() {
-    let dir = scratch();
-    let d = dir.path();
+/// A generated trace pair in `d`: 300 ms at 4000 packets/s, a constant 30 µs, 5 % loss.
+fn lossy_pair(d: &Path) {
     let traffic =
         TrafficConfig { packet_rate_pps: 4_000.0, duration_ns: 300_000_000, ..TrafficConfig::default() };
     let seg = SegmentConfig {
@@ -301,6 +300,13 @@ fn a_point_inside_a_tunnel_gives_the_same_synopses_as_a_plain_one() {
         paths: vec![],
     };
     generate(&GenConfig::synthetic(5, traffic, seg)).expect("generate").write_dir(d).expect("write");
+}
+
+#[test]
+fn a_point_inside_a_tunnel_gives_the_same_synopses_as_a_plain_one() {
+    let dir = scratch();
+    let d = dir.path();
+    lossy_pair(d);
     let plain = [0, 1].map(|port| d.join(format!("{}.pcap", Tap { point: Point::B, port }.name())));
     let reference = bodies(d, &plain, "plain");
     assert!(
@@ -313,9 +319,109 @@ fn a_point_inside_a_tunnel_gives_the_same_synopses_as_a_plain_one() {
     ] {
         let tunnelled = bodies(d, &wrapped(d, &layers, tag), tag);
         // Byte-identical bodies: whatever A's bodies, every estimate against them is the same.
+        // LDS's differ only in its flow log's encapsulation attribute (checked end to end by
+        // the collector test below), so its cells are compared.
         assert_eq!(tunnelled.keys().collect::<Vec<_>>(), reference.keys().collect::<Vec<_>>(), "{tag}");
         for (name, body) in &reference {
-            assert!(tunnelled.get(name) == Some(body), "{tag}: {name} differs from the plain point's");
+            let got = tunnelled.get(name).expect("same names");
+            if name.starts_with("lds") {
+                let cells = lds_cells(body);
+                assert_eq!(
+                    &got[..cells],
+                    &body[..cells],
+                    "{tag}: {name}'s cells differ from the plain point's"
+                );
+            } else {
+                assert!(got == body, "{tag}: {name} differs from the plain point's");
+            }
         }
     }
+}
+
+/// Bytes of an LDS dump up to the end of its cells: header, then 2 × 512 cells of 16 bytes
+/// (`[synopses.lds]` of [`SYNOPSES`]).
+fn lds_cells(body: &[u8]) -> usize {
+    let cells = 10 + 2 * 512 * 16;
+    assert!(body.len() > cells, "an LDS body of {} bytes", body.len());
+    cells
+}
+
+/// The records of a collector fed by point A's plain pcaps and point B's `b`, run in `d/run`.
+fn collected(d: &Path, run: &str, b: [PathBuf; 2]) -> Vec<serde_json::Value> {
+    let dir = d.join(run);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let key = write_key(&dir);
+    let collector = Collector::start(&collector_config(&dir, &key, SYNOPSES));
+    let [a, _] = trace_pcaps(d);
+    ship_points(&dir, &collector, &key, SYNOPSES, &[a, b], "");
+    collector.stop();
+    std::fs::read_to_string(dir.join("records.jsonl"))
+        .expect("records")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect()
+}
+
+/// The flow records' `encap` per direction, as (upstream, downstream) strings ("null" where
+/// the point did not log the flow), each with its count.
+fn flow_encaps(records: &[serde_json::Value]) -> BTreeMap<(String, String, String, String), usize> {
+    let mut out = BTreeMap::new();
+    for r in records.iter().filter(|r| r["record"] == "flow") {
+        let e = &r["encap"];
+        let key = (
+            r["synopsis"].to_string(),
+            r["direction"].to_string(),
+            e["upstream"].to_string(),
+            e["downstream"].to_string(),
+        );
+        *out.entry(key).or_default() += 1;
+    }
+    out
+}
+
+#[test]
+fn flow_records_name_each_points_encapsulation_and_keep_the_plain_estimates() {
+    let dir = scratch();
+    let d = dir.path();
+    lossy_pair(d);
+    let [_, plain_b] = trace_pcaps(d);
+    let plain = collected(d, "plain", plain_b);
+    let vxlan = collected(d, "vxlan", wrapped(d, &[Layer::Vlan(0x8100, 7), Layer::Vxlan(5001)], "vxlan"));
+    // Point A (segment 40's upstream, 41's downstream) sees every flow plain, point B inside
+    // VNI 5001: each record names both, or null where that point's log lacks the flow (all
+    // its packets lost on the way).
+    let (none, vni, null) = ("\"none\"", "\"vni:5001\"", "null");
+    for (records, b) in [(&plain, none), (&vxlan, vni)] {
+        let encaps = flow_encaps(records);
+        for synopsis in ["\"lds\"", "\"colate\""] {
+            for (direction, up, down) in [("\"forward\"", none, b), ("\"reverse\"", b, none)] {
+                let both = (synopsis.to_owned(), direction.to_owned(), up.to_owned(), down.to_owned());
+                assert!(encaps.get(&both).is_some_and(|n| *n > 0), "no {both:?} in {encaps:?}");
+            }
+        }
+        for ((_, direction, up, down), n) in &encaps {
+            let (want_up, want_down) = if direction == "\"forward\"" { (none, b) } else { (b, none) };
+            assert!(
+                (up == want_up || up == null) && (down == want_down || down == null),
+                "{n} flow records {direction} with encap {up} -> {down}"
+            );
+        }
+    }
+    // Without the attribute, the two runs wrote the same records, estimates included.
+    let strip = |records: &[serde_json::Value]| -> Vec<String> {
+        let mut lines: Vec<String> = records
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                if let Some(o) = r.as_object_mut() {
+                    o.remove("encap");
+                }
+                r.to_string()
+            })
+            .collect();
+        lines.sort();
+        lines
+    };
+    assert!(plain.iter().filter(|r| r["record"] == "flow").count() >= 8, "{plain:?}");
+    assert_eq!(strip(&vxlan), strip(&plain));
 }

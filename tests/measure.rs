@@ -106,22 +106,36 @@ fn dump(out: &Path) -> BTreeMap<String, Vec<u8>> {
 
 /// Runs `wirelat offline` over the pcaps with `workers` emulated workers.
 fn offline(dir: &Path, pcaps: &[PathBuf; 2], workers: usize) -> PathBuf {
-    let out = dir.join(format!("offline{workers}"));
+    let epochs = "[epochs]\nlength_ms = 50\n";
+    offline_in(dir, &format!("offline{workers}"), &pcaps[0], Some(&pcaps[1]), workers, epochs).0
+}
+
+/// [`offline`] into `dir/name`, `port1` optional, with `extra` (the `[epochs]` table, at
+/// least) added to the config.
+fn offline_in(
+    dir: &Path,
+    name: &str,
+    port0: &Path,
+    port1: Option<&Path>,
+    workers: usize,
+    extra: &str,
+) -> (PathBuf, std::process::Output) {
+    let out = dir.join(name);
     std::fs::create_dir_all(&out).expect("mkdir");
     let config = out.join("offline.toml");
-    std::fs::write(&config, measurement_toml(&out, "[epochs]\nlength_ms = 50\n")).expect("write config");
-    let output = wirelat()
-        .args(["offline", "--config"])
-        .arg(&config)
-        .arg("--port0")
-        .arg(&pcaps[0])
-        .arg("--port1")
-        .arg(&pcaps[1])
+    std::fs::write(&config, measurement_toml(&out, extra)).expect("write config");
+    let mut cmd = wirelat();
+    cmd.args(["offline", "--config"]).arg(&config).arg("--port0").arg(port0);
+    if let Some(p) = port1 {
+        cmd.arg("--port1").arg(p);
+    }
+    let output = cmd
         .args(["--workers", &workers.to_string()])
+        .env("RUST_LOG", "info")
         .output()
         .expect("run wirelat offline");
     assert!(output.status.success(), "{}", describe(&output));
-    out
+    (out, output)
 }
 
 /// Runs the appliance in trace mode: each port's pcap split over `workers` rx queues by the
@@ -330,8 +344,14 @@ fn monitor_mode_measures_exactly_what_inline_mode_measures() {
     }
 }
 
-/// An IPv4/UDP frame of `len` bytes with a valid header checksum.
+/// An IPv4/UDP frame of `len` bytes from 198.51.100.1 to 203.0.113.1 with a valid header
+/// checksum.
 fn udp_frame(len: usize) -> Vec<u8> {
+    udp_frame_between(len, [198, 51, 100, 1], [203, 0, 113, 1])
+}
+
+/// An IPv4/UDP frame of `len` bytes from `src` to `dst` with a valid header checksum.
+fn udp_frame_between(len: usize, src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
     let mut f = vec![0u8; len];
     f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
     f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
@@ -342,8 +362,8 @@ fn udp_frame(len: usize) -> Vec<u8> {
     ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
     ip[8] = 64;
     ip[9] = 17;
-    ip[12..16].copy_from_slice(&[198, 51, 100, 1]);
-    ip[16..20].copy_from_slice(&[203, 0, 113, 1]);
+    ip[12..16].copy_from_slice(&src);
+    ip[16..20].copy_from_slice(&dst);
     let sum: u32 = ip.chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
     let sum = (sum & 0xffff) + (sum >> 16);
     let sum = !(((sum & 0xffff) + (sum >> 16)) as u16);
@@ -355,6 +375,55 @@ fn udp_frame(len: usize) -> Vec<u8> {
         *b = i as u8;
     }
     f
+}
+
+/// Monitor mode on ONE port that carries both directions (a mirror/SPAN port), each packet's
+/// direction from `[monitor] inside` (the generator's client prefixes): `run` (the second port
+/// receives nothing) and `offline` (one pcap) give byte-identical synopses to inline mode on
+/// the two ports, and packets with both or neither address inside are counted, not measured.
+#[test]
+fn one_mirror_port_split_by_inside_prefixes_measures_what_inline_measures() {
+    let dir = scratch();
+    let d = dir.path();
+    let pcaps = trace(d);
+    // The mirror port's stream: both directions by time, port 0 first on ties (as `run` and
+    // `offline` merge two ports), with one frame between two inside hosts and one between two
+    // outside hosts in the middle.
+    let (fwd, rev) = (read_timed(&pcaps[0]), read_timed(&pcaps[1]));
+    let mut mirror: Vec<(u64, Vec<u8>)> = Vec::with_capacity(fwd.len() + rev.len() + 2);
+    let (mut i, mut j) = (0, 0);
+    while i < fwd.len() || j < rev.len() {
+        if j == rev.len() || (i < fwd.len() && fwd[i].0 <= rev[j].0) {
+            mirror.push(fwd[i].clone());
+            i += 1;
+        } else {
+            mirror.push(rev[j].clone());
+            j += 1;
+        }
+    }
+    let (mid, at) = (mirror.len() / 2, mirror[mirror.len() / 2].0);
+    mirror.insert(mid + 1, (at, udp_frame_between(80, [198, 51, 100, 7], [203, 0, 113, 9])));
+    mirror.insert(mid + 2, (at, udp_frame_between(80, [192, 0, 2, 1], [192, 0, 2, 2])));
+    let one = [d.join("mirror.pcap"), d.join("nothing.pcap")];
+    write_timed(&one[0], &mirror);
+    write_timed(&one[1], &[]);
+    let extra = "[epochs]\nlength_ms = 50\noverrun = \"wait\"\n";
+    let split = format!(
+        "{extra}[monitor]\ninside = [\"198.51.100.0/24\", \"203.0.113.0/24\", \"2001:db8:c::/48\"]\n"
+    );
+    let (inline, _) = appliance_in(d, "inline", &pcaps, 1, "", extra);
+    let (run, output) = appliance_in(d, "mirror", &one, 1, "monitor = true", &split);
+    let per_kind = assert_same_bodies(&dump(&inline), &dump(&run));
+    assert!(per_kind.get("fridge").copied().unwrap_or(0) >= 10, "{per_kind:?}");
+    assert!(per_kind.get("lds").copied().unwrap_or(0) >= 10, "{per_kind:?}");
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(log.contains("split_neither=1 split_both=1"), "{}", describe(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains(&format!("port 0: rx {} tx 0 ", mirror.len())), "{}", describe(&output));
+    let (off, output) = offline_in(d, "mirror-offline", &one[0], None, 1, &split);
+    assert_same_bodies(&dump(&inline), &dump(&off));
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(log.contains("split_neither=1 split_both=1"), "{}", describe(&output));
 }
 
 /// `run` inspects every byte of a chained frame, as `offline` does: a 20 000-byte datagram

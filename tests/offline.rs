@@ -6,7 +6,6 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 
 use common::*;
 use wirelat_dataplane::sim::{DelayModel, LossModel};
@@ -243,60 +242,6 @@ fn offline_reports_bad_input_clearly() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("epochs.length_ms"), "{}", describe(&output));
 }
 
-/// Both points measure their own pcaps at once and ship to the collector, with `ship_extra`
-/// added to `[ship]`; each must exit 0 once the collector has acknowledged everything (it
-/// acknowledges an epoch when it has paired it with the other point's, so the points must run
-/// together; `close` waits up to 30 s), with every epoch delivered and none given up.
-fn ship_both_points(d: &Path, collector: &Collector, key: &Path, synopses: &str, ship_extra: &str) {
-    let points: Vec<Child> = [(1, "a"), (2, "b")]
-        .into_iter()
-        .map(|(id, point)| {
-            let config = d.join(format!("{point}.toml"));
-            std::fs::write(
-                &config,
-                format!(
-                    "[point]\nid = {id}\n[segments]\nforward = 40\nreverse = 41\n[epochs]\nlength_ms = 100\n\
-                     [ship]\npeer = \"{}\"\nkey_file = \"{}\"\nbackoff_initial_ms = 20\nclose_timeout_ms = 30000\n\
-                     {ship_extra}\n{synopses}",
-                    collector.addr,
-                    key.display()
-                ),
-            )
-            .expect("point config");
-            wirelat()
-                .args(["offline", "--config"])
-                .arg(&config)
-                .arg("--port0")
-                .arg(d.join(format!("{point}_port0.pcap")))
-                .arg("--port1")
-                .arg(d.join(format!("{point}_port1.pcap")))
-                .args(["--workers", "2"])
-                .env("RUST_LOG", "info")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("start wirelat offline")
-        })
-        .collect();
-    for child in points {
-        let output = wait_with_timeout(child, RUN_TIMEOUT);
-        assert!(output.status.success(), "{}", describe(&output));
-        let log = String::from_utf8_lossy(&output.stderr);
-        assert!(log.contains("shipping epochs to the peer"), "{log}");
-        // Every epoch reached the peer: 5 or more epochs × 2 directions, none given up.
-        let closed =
-            log.lines().find(|l| l.contains("network sink closed")).unwrap_or_else(|| panic!("{log}"));
-        assert!(closed.contains("given_up=0"), "{closed}");
-        let field = |name: &str| -> u64 {
-            closed
-                .split_whitespace()
-                .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
-                .unwrap_or_else(|| panic!("{name} in {closed}"))
-        };
-        assert!(field("delivered") >= 10 && field("acked") == field("delivered"), "{closed}");
-    }
-}
-
 #[test]
 fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() {
     let dir = scratch();
@@ -308,7 +253,7 @@ fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() 
     let synopses =
         "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n[packet]\nidentity_seed = 5\n";
     let collector = Collector::start(&collector_config(d, &key, synopses));
-    ship_both_points(d, &collector, &key, synopses, "");
+    ship_points(d, &collector, &key, synopses, &trace_pcaps(d), "");
     // Point a again, measuring with another identity seed: the collector refuses it by its
     // hello, naming the packet settings, and accepts none of its epochs.
     let config = d.join("a-other-seed.toml");
@@ -362,31 +307,6 @@ fn offline_points_ship_their_epochs_to_a_collector_that_estimates_the_segment() 
     assert!(output.status.success(), "{}\n--- collector\n{log}", describe(&output));
 }
 
-/// The pre-shared key file of the shipping tests.
-fn write_key(d: &Path) -> PathBuf {
-    let key = d.join("peer.key");
-    std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
-    key
-}
-
-/// The collector config of the shipping tests (points 1 and 2, segments 40 and 41).
-fn collector_config(d: &Path, key: &Path, synopses: &str) -> PathBuf {
-    let collector_toml = d.join("collector.toml");
-    std::fs::write(
-        &collector_toml,
-        format!(
-            "[collector]\nlisten = \"127.0.0.1:0\"\nkey_file = \"{}\"\nrecords = \"{}\"\n\
-             [[point]]\nid = 1\nname = \"a\"\n[[point]]\nid = 2\nname = \"b\"\n\
-             [[segment]]\nid = 40\nupstream = 1\ndownstream = 2\n\
-             [[segment]]\nid = 41\nupstream = 2\ndownstream = 1\n{synopses}",
-            key.display(),
-            d.join("records.jsonl").display()
-        ),
-    )
-    .expect("collector config");
-    collector_toml
-}
-
 /// A queue to the peer that holds one epoch synopsis: without backpressure nearly every epoch
 /// was given up as `queue_full` (and the run still exited 0); offline now waits for the
 /// collector's acknowledgements, so everything arrives and every record is scored.
@@ -398,7 +318,7 @@ fn offline_waits_for_the_peer_instead_of_giving_epochs_up() {
     let key = write_key(d);
     let synopses = "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n";
     let collector = Collector::start(&collector_config(d, &key, synopses));
-    ship_both_points(d, &collector, &key, synopses, "queue_messages = 1");
+    ship_points(d, &collector, &key, synopses, &trace_pcaps(d), "queue_messages = 1");
     let log = collector.stop();
     let output = wirelat()
         .args(["check", "--truth"])

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 use wirelat_dataplane::packet::PacketConfig;
-use wirelat_dataplane::pipeline::{OverrunPolicy, SynopsisSet};
+use wirelat_dataplane::pipeline::{DirectionSplit, OverrunPolicy, SplitError, SynopsisSet};
 
 use crate::af_packet::{self, AfPacketError, AfPacketRing};
 use crate::core_plan::CorePlan;
@@ -141,9 +141,25 @@ pub struct Config {
     /// The point's own Prometheus endpoint (`[metrics]`), off by default.
     #[serde(default)]
     pub metrics: MetricsConfig,
+    /// `[monitor]`: the direction of each packet from inside prefixes, for one port carrying
+    /// both directions (a mirror/SPAN port); absent: the port's direction.
+    #[serde(default)]
+    pub monitor: Option<Spanned<MonitorConfig>>,
     /// Knobs for tests.
     #[serde(default)]
     pub debug: DebugConfig,
+}
+
+/// `[monitor]`: monitor mode on one port that sees both directions (see
+/// `wirelat_dataplane::pipeline::split`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MonitorConfig {
+    /// The inside prefixes (`"10.0.0.0/8"`, `"2001:db8::/32"`, or an address): a packet from
+    /// inside to outside is measured as forward (as if received on port 0), outside to inside
+    /// as reverse, whatever port it arrived on; one with both or neither address inside is
+    /// counted (`split_both`, `split_neither`) and not measured. 1 to 64 prefixes.
+    pub inside: Vec<String>,
 }
 
 fn default_segments() -> Spanned<SegmentsConfig> {
@@ -572,6 +588,11 @@ impl Config {
         self.synopses.as_ref().map(|s| s.get_ref().clone()).unwrap_or_default()
     }
 
+    /// The direction split of `[monitor] inside`, if given (checked when the file was loaded).
+    pub fn direction_split(&self) -> Result<Option<DirectionSplit>, SplitError> {
+        self.monitor.as_ref().map(|m| DirectionSplit::parse(&m.get_ref().inside)).transpose()
+    }
+
     /// The `[ship]` table, if the epochs go to a peer.
     pub fn ship_config(&self) -> Option<&ShipConfig> {
         self.ship.as_ref().map(Spanned::get_ref)
@@ -794,6 +815,11 @@ impl Config {
                 None => s.span(),
             };
             return fail(span, format!("synopses.{e}"));
+        }
+        if let Some(m) = &self.monitor
+            && let Err(e) = DirectionSplit::parse(&m.get_ref().inside)
+        {
+            return fail(key_span(text, m.span(), "inside"), format!("monitor.inside: {e}"));
         }
         if let Some(ship) = &self.ship
             && let Err((key, e)) = ship.get_ref().validate()

@@ -353,3 +353,97 @@ pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
     }
     Some(lower)
 }
+
+/// The pcaps of both points of a trace pair written in `d` (`[a, b]`, each `[port0, port1]`).
+pub fn trace_pcaps(d: &Path) -> [[PathBuf; 2]; 2] {
+    ["a", "b"].map(|point| [0, 1].map(|port| d.join(format!("{point}_port{port}.pcap"))))
+}
+
+/// Both points (ids 1 and 2) measure their own `pcaps` at once and ship to the collector, with
+/// `ship_extra` added to `[ship]`; each must exit 0 once the collector has acknowledged
+/// everything (it acknowledges an epoch when it has paired it with the other point's, so the
+/// points must run together; `close` waits up to 30 s), with every epoch delivered and none
+/// given up. Their configs are written in `d`.
+pub fn ship_points(
+    d: &Path,
+    collector: &Collector,
+    key: &Path,
+    synopses: &str,
+    pcaps: &[[PathBuf; 2]; 2],
+    ship_extra: &str,
+) {
+    let points: Vec<Child> = [(1, "a"), (2, "b")]
+        .into_iter()
+        .zip(pcaps)
+        .map(|((id, point), pcaps)| {
+            let config = d.join(format!("{point}.toml"));
+            std::fs::write(
+                &config,
+                format!(
+                    "[point]\nid = {id}\n[segments]\nforward = 40\nreverse = 41\n[epochs]\nlength_ms = 100\n\
+                     [ship]\npeer = \"{}\"\nkey_file = \"{}\"\nbackoff_initial_ms = 20\nclose_timeout_ms = 30000\n\
+                     {ship_extra}\n{synopses}",
+                    collector.addr,
+                    key.display()
+                ),
+            )
+            .expect("point config");
+            wirelat()
+                .args(["offline", "--config"])
+                .arg(&config)
+                .arg("--port0")
+                .arg(&pcaps[0])
+                .arg("--port1")
+                .arg(&pcaps[1])
+                .args(["--workers", "2"])
+                .env("RUST_LOG", "info")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start wirelat offline")
+        })
+        .collect();
+    for child in points {
+        let output = wait_with_timeout(child, RUN_TIMEOUT);
+        assert!(output.status.success(), "{}", describe(&output));
+        let log = String::from_utf8_lossy(&output.stderr);
+        assert!(log.contains("shipping epochs to the peer"), "{log}");
+        // Every epoch reached the peer: 5 or more epochs × 2 directions, none given up.
+        let closed =
+            log.lines().find(|l| l.contains("network sink closed")).unwrap_or_else(|| panic!("{log}"));
+        assert!(closed.contains("given_up=0"), "{closed}");
+        let field = |name: &str| -> u64 {
+            closed
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+                .unwrap_or_else(|| panic!("{name} in {closed}"))
+        };
+        assert!(field("delivered") >= 10 && field("acked") == field("delivered"), "{closed}");
+    }
+}
+
+/// The pre-shared key file of the shipping tests.
+pub fn write_key(d: &Path) -> PathBuf {
+    let key = d.join("peer.key");
+    std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
+    key
+}
+
+/// The collector config of the shipping tests (points 1 and 2, segments 40 and 41), writing
+/// its records to `d/records.jsonl`.
+pub fn collector_config(d: &Path, key: &Path, synopses: &str) -> PathBuf {
+    let collector_toml = d.join("collector.toml");
+    std::fs::write(
+        &collector_toml,
+        format!(
+            "[collector]\nlisten = \"127.0.0.1:0\"\nkey_file = \"{}\"\nrecords = \"{}\"\n\
+             [[point]]\nid = 1\nname = \"a\"\n[[point]]\nid = 2\nname = \"b\"\n\
+             [[segment]]\nid = 40\nupstream = 1\ndownstream = 2\n\
+             [[segment]]\nid = 41\nupstream = 2\ndownstream = 1\n{synopses}",
+            key.display(),
+            d.join("records.jsonl").display()
+        ),
+    )
+    .expect("collector config");
+    collector_toml
+}

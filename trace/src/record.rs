@@ -15,8 +15,9 @@
 //!   "epoch": k, "mean_ns": Estimate|null, "std_dev_ns": Estimate|null}` — one segment
 //!   direction's delay in epoch k ([k·E, (k+1)·E) of the upstream point's clock).
 //! - `{"record": "flow", "synopsis": "lds"|"colate"|..., "direction": ..., "epoch_first": k0,
-//!   "epoch_last": k1, "flow": FlowId, "mean_ns": Estimate|null, "std_dev_ns": Estimate|null}`
-//!   — one directional flow over epochs k0..=k1.
+//!   "epoch_last": k1, "flow": FlowId, "encap": FlowEncap, "mean_ns": Estimate|null,
+//!   "std_dev_ns": Estimate|null}` — one directional flow over epochs k0..=k1. `encap` may be
+//!   absent (read as unknown at both points).
 //! - `{"record": "fridge_quantiles", "point": "a"|"b", "kind": "tcp_handshake"|"dns",
 //!   "epoch_first": k0, "epoch_last": k1, "quantiles": [{"q": 0.5, "delay_ns": 1.2e6}, ...]}` —
 //!   the fridge's delay distribution at one point over the samples whose response fell in epochs
@@ -24,12 +25,18 @@
 //!
 //! `FlowId` = `{"src": "192.0.2.1", "dst": "198.51.100.7", "src_port": 1234, "dst_port": 80,
 //! "protocol": 6}` (ports 0 for protocols without ports).
+//!
+//! `FlowEncap` = `{"upstream": "none"|"vlan:10"|"vni:5001"|...|null, "downstream": ...}`: the
+//! encapsulation the flow's packets arrived in at the segment's upstream and downstream point
+//! (`packet::Encap`'s "kind:id" form; `null` where that point did not log the flow). A flow
+//! attribute, not part of the flow's identity: the same flow may be plain at one point and
+//! inside a tunnel at the other.
 
 use crate::error::{Result, TraceError};
 use crate::topology::{Direction, Point};
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
-use wirelat_dataplane::packet::{ExchangeKind, FlowKey};
+use wirelat_dataplane::packet::{Encap, ExchangeKind, FlowKey};
 use wirelat_dataplane::synopsis::SynopsisKind;
 use wirelat_dataplane::synopsis::estimate::Estimate;
 
@@ -70,6 +77,15 @@ impl FlowId {
     }
 }
 
+/// The encapsulation a flow arrived in at each point of its segment (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FlowEncap {
+    /// At the upstream point; `None` where its flow log does not list the flow.
+    pub upstream: Option<Encap>,
+    /// At the downstream point; `None` where its flow log does not list the flow.
+    pub downstream: Option<Encap>,
+}
+
 /// A segment direction's delay in one epoch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SegmentRecord {
@@ -98,6 +114,9 @@ pub struct FlowRecord {
     pub epoch_last: u64,
     /// The directional flow.
     pub flow: FlowId,
+    /// Its encapsulation at each point (a flow attribute; unknown when absent).
+    #[serde(default)]
+    pub encap: FlowEncap,
     /// Mean delay estimate.
     pub mean_ns: Option<Estimate>,
     /// Std-dev estimate.
@@ -219,6 +238,7 @@ mod tests {
                 epoch_first: 1,
                 epoch_last: 2,
                 flow,
+                encap: FlowEncap { upstream: Some(Encap::NONE), downstream: "vni:5001".parse().ok() },
                 mean_ns: None,
                 std_dev_ns: None,
             }),
@@ -236,6 +256,14 @@ mod tests {
         assert_eq!(p.records, rs);
         assert_eq!(p.skipped, 2);
         assert!(text.contains("\"record\":\"fridge_quantiles\""));
+        assert!(text.contains("\"encap\":{\"upstream\":\"none\",\"downstream\":\"vni:5001\"}"), "{text}");
+        // A flow record without `encap` (written before it existed) reads as unknown.
+        let old =
+            to_line(&rs[2]).replace(",\"encap\":{\"upstream\":\"none\",\"downstream\":\"vni:5001\"}", "");
+        match &parse_lines(&old, "old").unwrap().records[..] {
+            [Record::Flow(f)] => assert_eq!(f.encap, FlowEncap::default()),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

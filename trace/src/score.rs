@@ -665,6 +665,7 @@ pub fn truth_as_records(
                 epoch_first: first.epoch,
                 epoch_last: last.epoch,
                 flow: f.flow,
+                encap: Default::default(),
                 mean_ns: est(s.mean_ns, s.count),
                 std_dev_ns: est(s.std_dev_ns, s.count),
             }));

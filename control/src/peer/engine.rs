@@ -668,16 +668,19 @@ impl Engine {
         // The census of these windows (LDS), summed per flow; its LDS synopses are released.
         let mut flows: BTreeMap<
             (u64, wirelat_dataplane::packet::FlowKey),
-            (wirelat_dataplane::synopsis::lds::FlowEntry, u64),
+            (wirelat_dataplane::synopsis::lds::FlowEntry, u64, wirelat_trace::record::FlowEncap),
         > = BTreeMap::new();
         let mut have_census = false;
         let mut released = Vec::new();
         for w in g.first..=g.last {
             if let Some(c) = self.census.remove(&(seg.id, w)) {
                 have_census = true;
-                for (e, n) in c.flows.flows {
-                    let slot = flows.entry((e.flow_hash, e.key)).or_insert((e, 0));
+                for (e, n, encap) in c.flows.flows {
+                    // The first window that logged the flow at a point names its encapsulation.
+                    let slot = flows.entry((e.flow_hash, e.key)).or_insert((e, 0, encap));
                     slot.1 = slot.1.saturating_add(n);
+                    slot.2.upstream = slot.2.upstream.or(encap.upstream);
+                    slot.2.downstream = slot.2.downstream.or(encap.downstream);
                 }
                 for key in c.held {
                     self.held.remove(&key);

@@ -15,6 +15,8 @@ use super::config::SegmentInfo;
 use crate::report::records::{json, record_with};
 use crate::synopses::SynopsesConfig;
 use serde_json::{Value, json};
+use std::collections::HashMap;
+use wirelat_dataplane::packet::{Encap, FlowKey};
 use wirelat_dataplane::synopsis::colate::{self, Colate, CounterEpoch, QueryOptions, Segment};
 use wirelat_dataplane::synopsis::estimate::{Estimate, Measured, NoEstimate};
 use wirelat_dataplane::synopsis::fridge::{self, FridgeSynopsis};
@@ -22,7 +24,9 @@ use wirelat_dataplane::synopsis::lda::{self, Lda};
 use wirelat_dataplane::synopsis::lds::{self, FlowEntry, Lds};
 use wirelat_dataplane::synopsis::rda::{Rda, RdaReport};
 use wirelat_dataplane::synopsis::{Synopsis, SynopsisKind};
-use wirelat_trace::record::{FlowId, FlowRecord, FridgeRecord, QuantilePoint, Record, SegmentRecord};
+use wirelat_trace::record::{
+    FlowEncap, FlowId, FlowRecord, FridgeRecord, QuantilePoint, Record, SegmentRecord,
+};
 use wirelat_trace::topology::Point;
 
 /// A decoded epoch synopsis.
@@ -288,6 +292,7 @@ pub fn lds_group(
         std_dev_ns: None,
     });
     let mut lines = vec![record_with(&seg_rec, extras)];
+    let encaps = FlowEncaps::new(up, down);
     for f in &report.flows {
         let rec = Record::Flow(FlowRecord {
             synopsis: SynopsisKind::Lds,
@@ -295,6 +300,7 @@ pub fn lds_group(
             epoch_first: epoch,
             epoch_last: epoch,
             flow: FlowId::from(f.flow),
+            encap: encaps.of(&f.flow),
             mean_ns: f.mean_delay_ns.clone().ok(),
             std_dev_ns: None,
         });
@@ -312,12 +318,29 @@ pub fn lds_group(
     Outcome { lines, latest: Some(latest), estimate }
 }
 
+/// Each flow's encapsulation at the two points of a segment, from their LDS flow logs.
+struct FlowEncaps {
+    up: HashMap<FlowKey, Encap>,
+    down: HashMap<FlowKey, Encap>,
+}
+
+impl FlowEncaps {
+    fn new(up: &Lds, down: &Lds) -> Self {
+        let index = |l: &Lds| l.flows().entries().iter().map(|e| (e.key, e.encap)).collect();
+        Self { up: index(up), down: index(down) }
+    }
+
+    fn of(&self, key: &FlowKey) -> FlowEncap {
+        FlowEncap { upstream: self.up.get(key).copied(), downstream: self.down.get(key).copied() }
+    }
+}
+
 /// The flows LDS saw in one window, with the packets its sketch estimates at the sender:
 /// what the COLATE records of the same windows query.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FlowCensus {
-    /// (flow, estimated packets at the sender).
-    pub flows: Vec<(FlowEntry, u64)>,
+    /// (flow, estimated packets at the sender, its encapsulation at each point).
+    pub flows: Vec<(FlowEntry, u64, FlowEncap)>,
 }
 
 /// The census of one LDS window: the union of both points' flow logs (the sender's lists
@@ -325,10 +348,11 @@ pub struct FlowCensus {
 pub fn lds_census(up: &Lds, down: &Lds) -> FlowCensus {
     let mut set = down.flows().clone();
     set.merge(up.flows());
+    let encaps = FlowEncaps::new(up, down);
     match lds::estimate_all(up, down, &set) {
-        Ok(est) => {
-            FlowCensus { flows: set.entries().iter().zip(est).map(|(e, f)| (*e, f.packets)).collect() }
-        }
+        Ok(est) => FlowCensus {
+            flows: set.entries().iter().zip(est).map(|(e, f)| (*e, f.packets, encaps.of(&e.key))).collect(),
+        },
         Err(_) => FlowCensus::default(),
     }
 }
@@ -377,13 +401,13 @@ pub fn colate_group(
     last: u64,
     s: &CounterEpoch,
     r: &CounterEpoch,
-    census: Option<&[(FlowEntry, u64)]>,
+    census: Option<&[(FlowEntry, u64, FlowEncap)]>,
     top: usize,
     query: &ColateQuery,
     sides: Sides<'_>,
 ) -> Outcome {
     let opts = &query.opts;
-    let mut flows: Vec<(FlowEntry, u64)> = census.map(<[_]>::to_vec).unwrap_or_default();
+    let mut flows: Vec<(FlowEntry, u64, FlowEncap)> = census.map(<[_]>::to_vec).unwrap_or_default();
     flows.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.key.cmp(&b.0.key)));
     let known = flows.len();
     flows.truncate(top);
@@ -392,7 +416,7 @@ pub fn colate_group(
     match Segment::with_floor(vec![s], vec![r], query.latency_floor_ns) {
         Ok(segment) => {
             let counts = segment.config().packet_counts;
-            for (entry, packets) in &flows {
+            for (entry, packets, encap) in &flows {
                 let q = segment.query(entry.flow_hash, *packets, opts);
                 let (mean, sd) = if counts {
                     (q.mean_counts_ns.clone(), q.std_dev_counts_ns.clone())
@@ -405,6 +429,7 @@ pub fn colate_group(
                     epoch_first: first,
                     epoch_last: last,
                     flow: FlowId::from(entry.key),
+                    encap: *encap,
                     mean_ns: mean.ok(),
                     std_dev_ns: sd.ok(),
                 });

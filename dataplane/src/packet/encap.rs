@@ -193,6 +193,11 @@ impl EncapKind {
     fn name(self) -> &'static str {
         Self::NAMES.iter().find(|(k, _)| *k == self).map_or("none", |(_, n)| n)
     }
+
+    /// The kind whose `repr(u8)` discriminant is `b` (how encodings store it).
+    pub fn from_u8(b: u8) -> Option<Self> {
+        Self::NAMES.iter().map(|(k, _)| *k).find(|k| *k as u8 == b)
+    }
 }
 
 /// The identifier of the innermost encapsulation that carries one, e.g. `vni:5001`: the VXLAN

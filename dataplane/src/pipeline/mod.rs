@@ -11,15 +11,19 @@
 //!    it; [`OverrunPolicy::Wait`] (trace replay, offline) calls the caller's `wait` until the
 //!    control thread has returned a buffer, so nothing is lost.
 //! 3. Port 0 packets update the forward synopses, port 1 packets the reverse ones; the fridge
-//!    sees both, with its worker-lifetime slots in the carry.
+//!    sees both, with its worker-lifetime slots in the carry. With a [`DirectionSplit`]
+//!    (monitor mode on one port carrying both directions) the direction comes from the
+//!    packet's addresses instead, and a packet with none is counted and not applied.
 //!
 //! Must never: allocate, lock, log or make a syscall per packet (the `wait` callback is the
 //! caller's business and runs only when the control thread is behind).
 
 pub mod buffer;
+pub mod split;
 pub mod steer;
 
 pub use buffer::{Direction, DirectionSynopses, EpochSynopses, SynopsisSet};
+pub use split::{DirectionSplit, SplitError, Unsplit};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -52,6 +56,8 @@ pub enum OverrunPolicy {
 struct Staged {
     m: Measurement,
     ts_ns: u64,
+    /// Its direction when a [`DirectionSplit`] decided it (`None`: the port's).
+    dir: Option<Direction>,
     /// COLATE's [`crate::synopsis::colate::Colate::slot_of`].
     colate: Option<usize>,
     /// LDS's [`Lds::locate`].
@@ -60,8 +66,8 @@ struct Staged {
 
 impl Staged {
     #[inline(always)]
-    const fn new(m: Measurement, ts_ns: u64) -> Self {
-        Self { m, ts_ns, colate: None, lds: None }
+    const fn new(m: Measurement, ts_ns: u64, dir: Option<Direction>) -> Self {
+        Self { m, ts_ns, dir, colate: None, lds: None }
     }
 }
 
@@ -81,6 +87,7 @@ const EMPTY_STAGED: Staged = Staged {
         encap: crate::packet::Encap::NONE,
     },
     ts_ns: 0,
+    dir: None,
     colate: None,
     lds: None,
 };
@@ -160,6 +167,10 @@ pub struct SharedCounters {
     pub overrun_packets: AtomicU64,
     /// Times the worker waited for a buffer (policy `wait`).
     pub waits: AtomicU64,
+    /// Measured packets not applied because neither address is inside (`[monitor] inside`).
+    pub split_neither: AtomicU64,
+    /// Measured packets not applied because both addresses are inside (`[monitor] inside`).
+    pub split_both: AtomicU64,
 }
 
 /// A plain copy of [`SharedCounters`].
@@ -191,6 +202,10 @@ pub struct CounterSnapshot {
     pub overrun_packets: u64,
     /// See [`SharedCounters::waits`].
     pub waits: u64,
+    /// See [`SharedCounters::split_neither`].
+    pub split_neither: u64,
+    /// See [`SharedCounters::split_both`].
+    pub split_both: u64,
 }
 
 impl CounterSnapshot {
@@ -209,6 +224,8 @@ impl CounterSnapshot {
         self.overrun_epochs += o.overrun_epochs;
         self.overrun_packets += o.overrun_packets;
         self.waits += o.waits;
+        self.split_neither += o.split_neither;
+        self.split_both += o.split_both;
     }
 
     /// Frames skipped by the packet layer, all reasons.
@@ -240,6 +257,8 @@ impl SharedCounters {
             overrun_epochs: l(&self.overrun_epochs),
             overrun_packets: l(&self.overrun_packets),
             waits: l(&self.waits),
+            split_neither: l(&self.split_neither),
+            split_both: l(&self.split_both),
         }
     }
 }
@@ -253,6 +272,9 @@ pub struct Pipeline {
     policy: OverrunPolicy,
     untimed: u64,
     waits: u64,
+    split: Option<DirectionSplit>,
+    /// Measured packets without a direction, [neither, both] inside.
+    unsplit: [u64; 2],
 }
 
 impl Pipeline {
@@ -264,7 +286,38 @@ impl Pipeline {
         carry: Option<FridgeCarry>,
         policy: OverrunPolicy,
     ) -> Self {
-        Self { packet, packets: PacketCounters::default(), writer, carry, policy, untimed: 0, waits: 0 }
+        Self {
+            packet,
+            packets: PacketCounters::default(),
+            writer,
+            carry,
+            policy,
+            untimed: 0,
+            waits: 0,
+            split: None,
+            unsplit: [0; 2],
+        }
+    }
+
+    /// Takes each packet's direction from `split` (monitor mode on one port carrying both
+    /// directions) instead of the port it was received on.
+    pub fn with_split(mut self, split: Option<DirectionSplit>) -> Self {
+        self.split = split;
+        self
+    }
+
+    /// The split's direction for `m` (`Some(None)`: no split, the port's), or `None` when it
+    /// has none (counted).
+    #[inline(always)]
+    fn split_direction(&mut self, m: &Measurement) -> Option<Option<Direction>> {
+        let Some(split) = &self.split else { return Some(None) };
+        match split.direction(&m.flow) {
+            Ok(d) => Some(Some(d)),
+            Err(u) => {
+                self.unsplit[usize::from(u == Unsplit::Both)] += 1;
+                None
+            }
+        }
     }
 
     /// Inspects and measures one frame received on `port` (0 or 1) at `ts_ns`. `wait` is called
@@ -272,8 +325,10 @@ impl Pipeline {
     /// give up waiting (the epoch is then counted as overrun).
     #[inline]
     pub fn process(&mut self, port: usize, frame: &[u8], ts_ns: u64, wait: &mut impl FnMut() -> bool) {
-        if let Inspection::Measured(m) = packet::inspect(frame, &self.packet, &mut self.packets) {
-            self.apply_one(Direction::of_port(port), &Staged::new(m, ts_ns), wait);
+        if let Inspection::Measured(m) = packet::inspect(frame, &self.packet, &mut self.packets)
+            && let Some(dir) = self.split_direction(&m)
+        {
+            self.apply_one(Direction::of_port(port), &Staged::new(m, ts_ns, dir), wait);
         }
     }
 
@@ -281,9 +336,10 @@ impl Pipeline {
     #[inline]
     pub fn stage(&mut self, staged: &mut StagedBurst, frame: &[u8], ts_ns: u64) {
         if let Inspection::Measured(m) = packet::inspect(frame, &self.packet, &mut self.packets)
+            && let Some(dir) = self.split_direction(&m)
             && let Some(slot) = staged.items.get_mut(staged.len)
         {
-            *slot = Staged::new(m, ts_ns);
+            *slot = Staged::new(m, ts_ns, dir);
             staged.len += 1;
         }
     }
@@ -306,10 +362,11 @@ impl Pipeline {
     #[inline]
     pub fn prefetch(&self, staged: &mut StagedBurst, port: usize, mut hint: impl FnMut(*const u8)) {
         let Some(buf) = self.writer.current() else { return };
-        let dir = buf.direction(Direction::of_port(port));
+        let port_dir = Direction::of_port(port);
         let carry = if buf.fridge.is_some() { self.carry.as_ref() } else { None };
         let n = staged.len;
         for s in staged.items.iter_mut().take(n) {
+            let dir = buf.direction(s.dir.unwrap_or(port_dir));
             if let (Some(c), Some(x)) = (carry, &s.m.exchange)
                 && let Some(p) = c.prefetch_target(x)
             {
@@ -336,7 +393,8 @@ impl Pipeline {
     }
 
     #[inline(always)]
-    fn apply_one(&mut self, d: Direction, s: &Staged, wait: &mut impl FnMut() -> bool) {
+    fn apply_one(&mut self, port_dir: Direction, s: &Staged, wait: &mut impl FnMut() -> bool) {
+        let d = s.dir.unwrap_or(port_dir);
         if self.policy == OverrunPolicy::Wait && self.writer.would_overrun(s.ts_ns) {
             self.wait_for_buffer(s.ts_ns, wait);
         }
@@ -418,6 +476,8 @@ impl Pipeline {
             overrun_epochs: w.overrun_epochs,
             overrun_packets: w.skipped_packets,
             waits: self.waits,
+            split_neither: self.unsplit[0],
+            split_both: self.unsplit[1],
         }
     }
 
@@ -438,6 +498,8 @@ impl Pipeline {
         st(&shared.late, s.late);
         st(&shared.overrun_epochs, s.overrun_epochs);
         st(&shared.overrun_packets, s.overrun_packets);
+        st(&shared.split_neither, s.split_neither);
+        st(&shared.split_both, s.split_both);
         st(&shared.waits, s.waits);
     }
 }

@@ -8,8 +8,12 @@
 //!
 //! Flows are identified by their flow hash, exactly as the sketch identifies them (two keys
 //! with one 64-bit flow hash share every cell anyway). Never touches the sketch.
+//!
+//! Each entry also keeps the encapsulation its first recorded packet arrived in (VLAN id, VNI,
+//! MPLS label, ...; `packet::Encap`): a flow attribute for the records, outside the flow key,
+//! so a flow seen plain at one point and inside a tunnel at the other is still one flow.
 
-use crate::packet::FlowKey;
+use crate::packet::{Encap, EncapKind, FlowKey};
 use crate::synopsis::codec::{DecodeError, Reader, Writer};
 use crate::synopsis::hash;
 
@@ -18,8 +22,9 @@ pub const UNRECORDED_BITMAP_BITS: usize = 4096;
 const BITMAP_WORDS: usize = UNRECORDED_BITMAP_BITS / 64;
 /// Seed of the bitmap hash.
 const BITMAP_SEED: u64 = 0x6c64_735f_6d69_7373;
-/// Smallest encoded entry: IPv4 key (1 + 4 + 4 + 2 + 2 + 1 bytes) + flow hash (8 bytes).
-pub const MIN_ENTRY_BYTES: usize = 22;
+/// Smallest encoded entry: IPv4 key (1 + 4 + 4 + 2 + 2 + 1 bytes) + flow hash (8 bytes) +
+/// encapsulation (kind 1 + id 4 bytes).
+pub const MIN_ENTRY_BYTES: usize = 27;
 
 /// A recorded flow: its key and the flow hash the packet layer computed for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -28,6 +33,10 @@ pub struct FlowEntry {
     pub key: FlowKey,
     /// `Observation.flow_hash` of its packets: what the sketch's row hashes derive from.
     pub flow_hash: u64,
+    /// The encapsulation the first recorded packet of the flow arrived in at this point
+    /// (`Encap::NONE` for a plain frame). A flow whose packets change encapsulation keeps the
+    /// first one (per shard; a merge keeps the shard merged first).
+    pub encap: Encap,
 }
 
 /// The bounded set of flow keys seen in one epoch.
@@ -143,9 +152,9 @@ impl FlowSet {
         self.tags.as_ptr().wrapping_add(self.slot_of(flow_hash | 1)).cast()
     }
 
-    /// Records the flow of one packet. No allocation.
+    /// Records the flow of one packet, which arrived in `encap`. No allocation.
     #[inline]
-    pub fn record(&mut self, key: &FlowKey, flow_hash: u64) {
+    pub fn record(&mut self, key: &FlowKey, flow_hash: u64, encap: Encap) {
         if self.capacity == 0 {
             return;
         }
@@ -153,7 +162,7 @@ impl FlowSet {
         if tag == self.last_tag {
             return;
         }
-        match self.insert(FlowEntry { key: *key, flow_hash }) {
+        match self.insert(FlowEntry { key: *key, flow_hash, encap }) {
             InsertOutcome::Added | InsertOutcome::Present => self.last_tag = tag,
             InsertOutcome::Full => {
                 self.unrecorded_packets += 1;
@@ -206,7 +215,7 @@ impl FlowSet {
     /// Writes the set: count (u32, ≤ capacity), unrecorded packets (u64), the bitmap words
     /// (only when capacity > 0), then each entry: ip_version (u8), source and destination
     /// address (4 bytes each for IPv4, 16 for IPv6), ports (u16 each), protocol (u8), flow hash
-    /// (u64).
+    /// (u64), encapsulation kind (u8, `EncapKind` discriminant) and id (u32).
     pub fn encode(&self, w: &mut Writer<'_>) {
         w.u32(self.entries.len() as u32);
         w.u64(self.unrecorded_packets);
@@ -227,6 +236,8 @@ impl FlowSet {
             w.u16(k.dst_port);
             w.u8(k.protocol);
             w.u64(e.flow_hash);
+            w.u8(e.encap.kind as u8);
+            w.u32(e.encap.id);
         }
     }
 
@@ -272,7 +283,13 @@ impl FlowSet {
             key.dst_port = r.u16()?;
             key.protocol = r.u8()?;
             let flow_hash = r.u64()?;
-            match set.insert(FlowEntry { key, flow_hash }) {
+            let kind = r.u8()?;
+            let kind = EncapKind::from_u8(kind).ok_or_else(|| DecodeError::Invalid {
+                field: "lds.flows.encap",
+                reason: format!("{kind} is not an encapsulation kind"),
+            })?;
+            let encap = Encap::new(kind, r.u32()?);
+            match set.insert(FlowEntry { key, flow_hash, encap }) {
                 InsertOutcome::Added => {}
                 InsertOutcome::Present => {
                     return Err(DecodeError::Invalid {
@@ -344,7 +361,8 @@ mod tests {
 
     fn entry(i: u32) -> FlowEntry {
         let k = key(i);
-        FlowEntry { key: k, flow_hash: k.hash(7) }
+        let encap = if i % 4 == 0 { Encap::NONE } else { Encap::new(EncapKind::Vxlan, 5000 + i) };
+        FlowEntry { key: k, flow_hash: k.hash(7), encap }
     }
 
     #[test]
@@ -353,7 +371,7 @@ mod tests {
         for round in 0..3 {
             for i in 0..150 {
                 let e = entry(i);
-                s.record(&e.key, e.flow_hash);
+                s.record(&e.key, e.flow_hash, e.encap);
                 if round == 0 && i < 100 {
                     assert_eq!(s.len(), i as usize + 1);
                 }
@@ -372,10 +390,44 @@ mod tests {
     }
 
     #[test]
+    fn each_flow_keeps_the_encapsulation_of_its_first_packet_through_encoding() {
+        let mut s = FlowSet::new(16);
+        let (k, h) = (key(1), key(1).hash(7));
+        let vni = Encap::new(EncapKind::Vxlan, 5001);
+        s.record(&k, h, vni);
+        s.record(&key(2), key(2).hash(7), Encap::NONE);
+        // Later packets in another encapsulation (a re-tagged path) change nothing.
+        s.record(&k, h, Encap::new(EncapKind::Vlan, 7));
+        let mut out = Vec::new();
+        s.encode(&mut Writer::new(&mut out));
+        let back = FlowSet::decode(16, &mut Reader::new(&out)).unwrap();
+        let encaps: Vec<Encap> = back.entries().iter().map(|e| e.encap).collect();
+        assert_eq!(encaps, [vni, Encap::NONE]);
+        // Every kind survives the encoding with its full id.
+        let mut all = FlowSet::new(16);
+        let kinds = [
+            EncapKind::Vlan,
+            EncapKind::Mpls,
+            EncapKind::Pppoe,
+            EncapKind::Gre,
+            EncapKind::Vxlan,
+            EncapKind::Gtpu,
+        ];
+        for (i, kind) in kinds.into_iter().enumerate() {
+            let k = key(10 + i as u32);
+            all.record(&k, k.hash(7), Encap::new(kind, u32::MAX - i as u32));
+        }
+        let mut out = Vec::new();
+        all.encode(&mut Writer::new(&mut out));
+        let back = FlowSet::decode(16, &mut Reader::new(&out)).unwrap();
+        assert_eq!(back.entries(), all.entries());
+    }
+
+    #[test]
     fn zero_capacity_records_nothing() {
         let mut s = FlowSet::new(0);
         let e = entry(1);
-        s.record(&e.key, e.flow_hash);
+        s.record(&e.key, e.flow_hash, e.encap);
         assert!(s.is_empty());
         assert_eq!(s.unrecorded_packets(), 0);
         assert_eq!(s.unrecorded_flows_estimate(), 0.0);
@@ -393,10 +445,10 @@ mod tests {
         let mut b = FlowSet::new(1000);
         for i in 0..600 {
             let e = entry(i);
-            all.record(&e.key, e.flow_hash);
-            if i % 2 == 0 { &mut a } else { &mut b }.record(&e.key, e.flow_hash);
+            all.record(&e.key, e.flow_hash, e.encap);
+            if i % 2 == 0 { &mut a } else { &mut b }.record(&e.key, e.flow_hash, e.encap);
             if i % 5 == 0 {
-                b.record(&e.key, e.flow_hash);
+                b.record(&e.key, e.flow_hash, e.encap);
             }
         }
         a.merge(&b);
@@ -416,7 +468,7 @@ mod tests {
         let mut s = FlowSet::new(64);
         for i in 0..80 {
             let e = entry(i);
-            s.record(&e.key, e.flow_hash);
+            s.record(&e.key, e.flow_hash, e.encap);
         }
         let mut out = Vec::new();
         s.encode(&mut Writer::new(&mut out));
@@ -450,8 +502,16 @@ mod tests {
             FlowSet::decode(64, &mut Reader::new(&bad)),
             Err(DecodeError::Invalid { field: "lds.flows.ip_version", .. })
         ));
+        // The first entry is entry(0), IPv6: its encapsulation kind follows 46 bytes of key
+        // and flow hash.
+        let mut bad = out.clone();
+        bad[header + 46] = 99;
+        assert!(matches!(
+            FlowSet::decode(64, &mut Reader::new(&bad)),
+            Err(DecodeError::Invalid { field: "lds.flows.encap", .. })
+        ));
         let mut two = FlowSet::new(4);
-        two.record(&entry(1).key, entry(1).flow_hash);
+        two.record(&entry(1).key, entry(1).flow_hash, entry(1).encap);
         let mut buf = Vec::new();
         two.encode(&mut Writer::new(&mut buf));
         let one_entry = buf[header..].to_vec();

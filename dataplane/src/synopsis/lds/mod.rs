@@ -21,8 +21,10 @@
 //!
 //! Both points record flows, because they share one fingerprinted configuration (the log's
 //! capacity included). The receiver's log is the one to estimate; the sender's also lists flows
-//! that lost every packet. The log makes the shipped epoch larger than the cells (22 bytes per
-//! IPv4 flow, 46 per IPv6 flow); `flow_capacity = 0` at both points turns it off.
+//! that lost every packet. Each entry also names the encapsulation the flow arrived in at that
+//! point (VLAN id, VNI, MPLS label, ...), which the records carry as a flow attribute. The log
+//! makes the shipped epoch larger than the cells (27 bytes per IPv4 flow, 51 per IPv6 flow);
+//! `flow_capacity = 0` at both points turns it off.
 //!
 //! Also here: the spec's sizing helper ([`sizing`]), the Simple Delay Sketch used as a test
 //! oracle ([`sds`]), the synthetic trace of spec §11 ([`trace`]) and the evaluation helpers

@@ -166,7 +166,7 @@ impl Lds {
                 c.add(obs.ts_ns, weight, at.digest);
             }
         }
-        self.flows.record(obs.flow, obs.flow_hash);
+        self.flows.record(obs.flow, obs.flow_hash, obs.encap);
     }
 
     #[inline(always)]
@@ -197,8 +197,9 @@ impl Synopsis for Lds {
     type Carry = ();
     /// 2 since `FlowKey::hash` hashes the key padded to 40 bytes: cells placed by the
     /// earlier flow hash (version 1) do not line up with this build's, so a peer refuses a
-    /// body from a point of the other version instead of pairing it.
-    const FORMAT_VERSION: u8 = 2;
+    /// body from a point of the other version instead of pairing it. 3 since each flow-log
+    /// entry carries its encapsulation (5 more bytes, [`FlowSet::encode`]).
+    const FORMAT_VERSION: u8 = 3;
 
     fn new(cfg: &LdsConfig) -> Result<Self, ConfigError> {
         cfg.validate()?;
@@ -221,7 +222,7 @@ impl Synopsis for Lds {
     fn update(&mut self, _carry: &mut (), obs: &Observation<'_>) {
         let weight = self.weight_for(obs.flow);
         self.update_raw(obs.flow_hash, obs.identity, obs.ts_ns, weight);
-        self.flows.record(obs.flow, obs.flow_hash);
+        self.flows.record(obs.flow, obs.flow_hash, obs.encap);
     }
 
     fn merge(&mut self, other: &Self) -> Result<(), MergeError> {
@@ -241,7 +242,7 @@ impl Synopsis for Lds {
     /// Body: R·W cells row-major, 16 bytes each (s u64, n u32, d u32, little-endian), then the
     /// flow log ([`FlowSet::encode`]). The shape comes from the fingerprinted config.
     fn encode_body(&self, w: &mut Writer<'_>) {
-        w.reserve(self.cells.len() * CELL_BYTES + 12 + self.flows.len() * 46);
+        w.reserve(self.cells.len() * CELL_BYTES + 12 + self.flows.len() * 51);
         for c in &self.cells {
             w.u64(c.ts_sum_ns);
             w.u32(c.count);

@@ -114,16 +114,17 @@ impl WeightPolicy {
     }
 }
 
-/// A prefix as a masked 128-bit compare on the flow key's 16-byte address.
+/// A prefix as a masked 128-bit compare on the flow key's 16-byte address (also the monitor
+/// mode's inside prefixes, `pipeline::split`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct PrefixMask {
+pub(crate) struct PrefixMask {
     version: u8,
     net: u128,
     mask: u128,
 }
 
 impl PrefixMask {
-    fn new(p: &IpPrefix) -> Self {
+    pub(crate) fn new(p: &IpPrefix) -> Self {
         // Flow keys store IPv4 as IPv4-mapped IPv6 (::ffff:a.b.c.d): the first 96 bits are fixed.
         let (version, bits, len) = match p.addr {
             IpAddr::V4(a) => {
@@ -136,7 +137,7 @@ impl PrefixMask {
     }
 
     #[inline]
-    fn matches(&self, version: u8, addr: &[u8; 16]) -> bool {
+    pub(crate) fn matches(&self, version: u8, addr: &[u8; 16]) -> bool {
         version == self.version && (u128::from_be_bytes(*addr) & self.mask) == self.net
     }
 }
