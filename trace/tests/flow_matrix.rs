@@ -17,10 +17,10 @@
 //! - coverage ≥ 95 % of those flow-epochs;
 //! - no mean ≤ 0 (no clock offset, every delay positive);
 //! - a mean confirmed across rows (`cells.confirmed > 0`) rests on s of the flow's own n
-//!   delivered packets (s ≤ n), a subset chosen by packet hash, so its error has standard
-//!   deviation σ·√((n − s)/(s·(n − 1))) (sampling without replacement, σ the flow's own delay
-//!   spread); the bound is 10 of those (Chebyshev: at most 1 % of flows beyond it whatever the
-//!   delay law) and the p99 flow must meet it; s = n must be exact;
+//!   delivered packets, a subset chosen by packet hash, so its error has standard deviation
+//!   σ·√((n − s)/(s·(n − 1))) (sampling without replacement, σ the flow's own delay spread);
+//!   the bound is 10 of those (Chebyshev: at most 1 % of flows beyond it whatever the delay
+//!   law), exactness when s = n, and s ≤ n; the p99 flow must meet it;
 //! - a mean that fell back to the paper's rule lies within the range of the flow's usable
 //!   cells' means (it is their weighted average).
 //!

@@ -33,7 +33,12 @@
 //! # The recipe
 //!
 //! For k = 1, 2, …, [`MAX_VLDA_LEN`]: the h₂ that makes min(Q(10), Q(n_max)) reach the target
-//! follows in closed form, f by bisection, and W = N·min(m̄, k) / ln(1/f). The layout with the
+//! follows in closed form, f by bisection, and W = N·min(m̄, k) / ln(1/f). W is also kept
+//! above √(C(R,2)·N·(2k − 1) / ε) with ε = [`FALSE_CONFIRMATION`]: another flow whose window
+//! overlaps the flow's in one row (probability (2k − 1)/W) at the same shift in a second row
+//! (1/W) would repeat a mixed cell across two rows, so a mean taken as the flow's own would
+//! hold its packets; this keeps that below ε per flow (the flow matrix saw it at 1 % of flows
+//! without the floor). The layout with the
 //! fewest cells wins (ties: the smallest k, which reads fewer cells per flow). None within
 //! [`MAX_CELLS`]: refused, with the inputs named.
 //!
@@ -63,6 +68,10 @@ pub struct CoverageTarget {
     /// Probability that a flow of 10 to n_max packets gets a mean, in (0, 1).
     pub target: f64,
 }
+
+/// Largest probability, per flow, that another flow shares its cells at the same shift in two
+/// rows (a mixed cell that row agreement would take for the flow's own).
+pub const FALSE_CONFIRMATION: f64 = 1e-3;
 
 /// Default ℓ when only `expected_flows` is given.
 pub const DEFAULT_EXPECTED_LOSS: f64 = 0.01;
@@ -208,7 +217,9 @@ pub fn for_coverage(t: &CoverageTarget, rows: u32) -> Result<CoverageSizing, Con
     let mut best: Option<(f64, u32)> = None;
     for k in 1..=MAX_VLDA_LEN {
         let Some(w) = width_for(t, rows, k) else { continue };
-        let w = w.max(f64::from(k)).ceil();
+        let pairs = f64::from(rows) * f64::from(rows - 1) / 2.0;
+        let distinct = (pairs * t.expected_flows * f64::from(2 * k - 1) / FALSE_CONFIRMATION).sqrt();
+        let w = w.max(distinct).max(f64::from(k)).ceil();
         if w <= max_width && best.is_none_or(|(bw, _)| w < bw) {
             best = Some((w, k));
         }
