@@ -34,6 +34,15 @@ pub enum SelectionRule {
     /// Only the cells of the rows with the highest sampling rate that still have a usable cell
     /// for the flow compete, then the α rule among them (spec §6.3).
     HighestRateFirst,
+    /// Not in the paper (issue 19): with shared offsets, the flow's packets at offset o are the
+    /// same packets in every row, while the other flows sharing its cells differ from row to
+    /// row. A usable cell that another row repeats exactly at the same offset (count, digest and
+    /// delay sum) therefore holds only the flow's own packets. The mean averages those
+    /// offsets (one copy each), so it is the mean of a hash-chosen subset of the flow's own
+    /// delivered packets, never of another flow's. A flow with no such offset falls back to
+    /// `paper_scaled`. Needs `offsets = "shared"` and at least two rows sampling every packet
+    /// to confirm anything; the default when `expected_flows` sizes the sketch.
+    RowAgreement,
 }
 
 /// How the offset inside a flow's vLDA is drawn (spec §12 P6).
@@ -68,40 +77,149 @@ impl Default for EstimatorConfig {
 }
 
 /// Configuration of a Lossy Difference Sketch (spec §3, §4, §13).
+///
+/// Read from `[synopses.lds]` through [`LdsConfigKeys`]: `width` and `vlda_len` are given, or
+/// derived from a coverage target (`expected_flows`, …; see [`super::coverage`]). What is
+/// fingerprinted and serialised is the resolved layout, so two points with the same keys get
+/// the same sketch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, try_from = "LdsConfigKeys")]
 pub struct LdsConfig {
     /// Rows R (one flow hash per row; one bank per row in multi-bank mode).
     pub rows: u32,
     /// Cells per row W (the paper's C in §2; total cells are R·W).
     pub width: u32,
     /// Length k of each flow's virtual LDA: k contiguous, wrapping cells per row.
-    #[serde(default = "one")]
     pub vlda_len: u32,
     /// Packet sampling probability: one value for every row (single bank) or one per row
     /// (multi-bank, paper §4.2). Each in (0, 1].
-    #[serde(default = "full_sampling")]
     pub sampling: Vec<f64>,
     /// Seed of every hash the sketch derives (rows, offsets, digests, sampling).
-    #[serde(default)]
     pub seed: u64,
     /// Offset drawing (Fig. 5's shared offset by default).
-    #[serde(default = "shared_offsets")]
     pub offsets: OffsetMode,
     /// Per-flow integer weights (paper §4.1); default weight 1 for everything.
-    #[serde(default)]
     pub weights: WeightPolicy,
     /// Flow keys the point records per epoch so the estimator can enumerate flows (0 = none).
-    #[serde(default = "default_flow_capacity")]
     pub flow_capacity: u32,
     /// Cell selection used by the estimator.
-    #[serde(default)]
     pub estimator: EstimatorConfig,
 }
 
-fn one() -> u32 {
-    1
+/// Rows when a coverage target derives the layout and `rows` is not given.
+pub const DEFAULT_SIZED_ROWS: u32 = 4;
+
+/// The `[synopses.lds]` table as written: [`LdsConfig`]'s keys with `width` and `vlda_len`
+/// optional, plus the coverage-sizing keys. Either `width` is given (and `vlda_len` defaults to
+/// 1), or `expected_flows` is, and [`super::coverage::for_coverage`] derives `width` and
+/// `vlda_len` (giving either of them too is refused: one source of truth for the layout).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LdsConfigKeys {
+    /// R; required with `width`, default [`DEFAULT_SIZED_ROWS`] with `expected_flows`.
+    pub rows: Option<u32>,
+    /// W.
+    pub width: Option<u32>,
+    /// k.
+    pub vlda_len: Option<u32>,
+    /// See [`LdsConfig::sampling`].
+    #[serde(default = "full_sampling")]
+    pub sampling: Vec<f64>,
+    /// See [`LdsConfig::seed`].
+    #[serde(default)]
+    pub seed: u64,
+    /// See [`LdsConfig::offsets`].
+    #[serde(default = "shared_offsets")]
+    pub offsets: OffsetMode,
+    /// See [`LdsConfig::weights`].
+    #[serde(default)]
+    pub weights: WeightPolicy,
+    /// See [`LdsConfig::flow_capacity`].
+    #[serde(default = "default_flow_capacity")]
+    pub flow_capacity: u32,
+    /// See [`LdsConfig::estimator`]; with `expected_flows` and no `[estimator]` table the
+    /// selection is [`SelectionRule::RowAgreement`] with α = 0.
+    pub estimator: Option<EstimatorConfig>,
+    /// Flows per epoch and direction: derive `width` and `vlda_len` for a coverage target.
+    pub expected_flows: Option<f64>,
+    /// Loss plus epoch-boundary crossings, a fraction (default 0.01).
+    pub expected_loss: Option<f64>,
+    /// Mean packets per flow per epoch (default 32).
+    pub mean_flow_packets: Option<f64>,
+    /// Largest flow, packets per epoch, the target must hold for (default 1000).
+    pub max_flow_packets: Option<f64>,
+    /// Fraction of flows of 10 to `max_flow_packets` packets that must get a mean (default 0.95).
+    pub target_coverage: Option<f64>,
 }
+
+impl TryFrom<LdsConfigKeys> for LdsConfig {
+    type Error = ConfigError;
+
+    fn try_from(k: LdsConfigKeys) -> Result<Self, ConfigError> {
+        use super::coverage::{CoverageTarget, for_coverage};
+        let sizing_key = [
+            ("expected_loss", k.expected_loss.is_some()),
+            ("mean_flow_packets", k.mean_flow_packets.is_some()),
+            ("max_flow_packets", k.max_flow_packets.is_some()),
+            ("target_coverage", k.target_coverage.is_some()),
+        ]
+        .into_iter()
+        .find(|(_, set)| *set)
+        .map(|(name, _)| name);
+        let sized = k.expected_flows.is_some();
+        let estimator = k.estimator.unwrap_or(if sized {
+            EstimatorConfig { alpha: 0.0, strict_alpha: false, selection: SelectionRule::RowAgreement }
+        } else {
+            EstimatorConfig::default()
+        });
+        let (rows, width, vlda_len) = match (k.expected_flows, k.width) {
+            (Some(_), Some(_)) => {
+                return Err(Self::err(
+                    "width",
+                    "give either width (and vlda_len) or expected_flows, not both",
+                ));
+            }
+            (Some(_), None) if k.vlda_len.is_some() => {
+                return Err(Self::err("vlda_len", "is derived from expected_flows; give one or the other"));
+            }
+            (Some(flows), None) => {
+                let d = CoverageTarget::new(flows);
+                let target = CoverageTarget {
+                    expected_flows: flows,
+                    expected_loss: k.expected_loss.unwrap_or(d.expected_loss),
+                    mean_flow_packets: k.mean_flow_packets.unwrap_or(d.mean_flow_packets),
+                    max_flow_packets: k.max_flow_packets.unwrap_or(d.max_flow_packets),
+                    target: k.target_coverage.unwrap_or(d.target),
+                };
+                if k.offsets != OffsetMode::Shared {
+                    return Err(Self::err("offsets", "coverage sizing needs \"shared\" offsets"));
+                }
+                let s = for_coverage(&target, k.rows.unwrap_or(DEFAULT_SIZED_ROWS))?;
+                (s.rows, s.width, s.vlda_len)
+            }
+            (None, _) if sizing_key.is_some() => {
+                return Err(Self::err(sizing_key.unwrap_or_default(), "needs expected_flows"));
+            }
+            (None, None) => return Err(Self::err("width", "give width (and rows), or expected_flows")),
+            (None, Some(width)) => {
+                let Some(rows) = k.rows else { return Err(Self::err("rows", "is required with width")) };
+                (rows, width, k.vlda_len.unwrap_or(1))
+            }
+        };
+        Ok(Self {
+            rows,
+            width,
+            vlda_len,
+            sampling: k.sampling,
+            seed: k.seed,
+            offsets: k.offsets,
+            weights: k.weights,
+            flow_capacity: k.flow_capacity,
+            estimator,
+        })
+    }
+}
+
 fn full_sampling() -> Vec<f64> {
     vec![1.0]
 }
@@ -300,5 +418,51 @@ mod tests {
         assert_eq!(m.estimator.selection, SelectionRule::Ucb { c: 2.0 });
         assert_eq!(m.estimator.alpha, 0.1);
         assert!(serde_json::from_str::<LdsConfig>(r#"{"rows": 4, "width": 1, "bogus": 1}"#).is_err());
+    }
+
+    #[test]
+    fn expected_flows_derive_the_layout_and_the_row_agreement_rule() {
+        let c: LdsConfig = serde_json::from_str(
+            r#"{"expected_flows": 20000, "expected_loss": 0.05, "max_flow_packets": 200}"#,
+        )
+        .unwrap();
+        c.validate().unwrap();
+        let t = super::super::coverage::CoverageTarget {
+            expected_loss: 0.05,
+            max_flow_packets: 200.0,
+            ..super::super::coverage::CoverageTarget::new(20_000.0)
+        };
+        let s = super::super::coverage::for_coverage(&t, DEFAULT_SIZED_ROWS).unwrap();
+        assert_eq!((c.rows, c.width, c.vlda_len), (s.rows, s.width, s.vlda_len));
+        assert_eq!(c.estimator.selection, SelectionRule::RowAgreement);
+        assert_eq!(c.estimator.alpha, 0.0);
+        // What is serialised (and fingerprinted) is the layout: it reads back unchanged.
+        let back: LdsConfig = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
+        assert_eq!(back.fingerprint(), c.fingerprint());
+        // An explicit [estimator] table wins.
+        let e: LdsConfig = serde_json::from_str(
+            r#"{"expected_flows": 500, "rows": 3, "estimator": {"selection": "paper_scaled"}}"#,
+        )
+        .unwrap();
+        assert_eq!((e.rows, e.estimator.selection), (3, SelectionRule::PaperScaled));
+    }
+
+    #[test]
+    fn sizing_keys_refuse_conflicts_and_unreachable_targets() {
+        let field = |json: &str| {
+            let e = serde_json::from_str::<LdsConfig>(json).unwrap_err().to_string();
+            e
+        };
+        assert!(field(r#"{"expected_flows": 10, "width": 100}"#).contains("width"));
+        assert!(field(r#"{"expected_flows": 10, "vlda_len": 4}"#).contains("vlda_len"));
+        assert!(field(r#"{"rows": 4, "width": 100, "expected_loss": 0.1}"#).contains("expected_loss"));
+        assert!(field(r#"{"width": 100}"#).contains("rows"));
+        assert!(field(r#"{"rows": 4}"#).contains("width"));
+        assert!(field(r#"{"expected_flows": 10, "offsets": "per_row"}"#).contains("offsets"));
+        let e = field(
+            r#"{"expected_flows": 1e6, "expected_loss": 0.5, "max_flow_packets": 1e6, "target_coverage": 0.999}"#,
+        );
+        assert!(e.contains("no layout"), "{e}");
     }
 }

@@ -35,6 +35,10 @@ pub struct CellUse {
     pub mismatched: u32,
     /// Cells whose count or timestamp sum overflowed.
     pub overflowed: u32,
+    /// Offsets whose usable cell another row repeats exactly (only the flow's own packets;
+    /// [`crate::synopsis::lds::SelectionRule::RowAgreement`]); the mean came from these when
+    /// non-zero under that rule.
+    pub confirmed: u32,
     /// Why the flow has no mean, when it has none (`None` when it has one).
     pub no_estimate_reason: Option<NoFlowEstimate>,
 }
@@ -114,7 +118,11 @@ const WARM_BATCH: usize = 16;
 #[derive(Clone, Copy, Debug)]
 struct Candidate {
     row: u16,
+    /// The cell's offset inside the flow's vLDA.
+    offset: u16,
     count: u32,
+    /// The sender's digest (equal at the receiver: the cell is usable).
+    digest: u32,
     delta_ns: i64,
     rate: f64,
     /// The selection key (computed once).
@@ -234,7 +242,9 @@ impl<'a> Estimator<'a> {
                 if a.count == b.count && a.digest == b.digest && a.count != 0 && !a.overflowed() {
                     cand.push(Candidate {
                         row: r as u16,
+                        offset: o as u16,
                         count: a.count,
+                        digest: a.digest,
                         delta_ns: b.ts_sum_ns.wrapping_sub(a.ts_sum_ns) as i64,
                         rate: row.rate,
                         key: self.key(a.count, row.rate),
@@ -269,13 +279,50 @@ impl<'a> Estimator<'a> {
     fn key(&self, count: u32, rate: f64) -> f64 {
         let n = f64::from(count);
         match self.opts.selection {
-            SelectionRule::PaperScaled | SelectionRule::HighestRateFirst => n / rate,
+            SelectionRule::PaperScaled | SelectionRule::HighestRateFirst | SelectionRule::RowAgreement => {
+                n / rate
+            }
             SelectionRule::Ucb { c } => (n + c * (n * (1.0 - rate)).sqrt()) / rate,
         }
     }
 
+    /// The offsets whose usable cell another row repeats exactly: their summed delay and count
+    /// (one copy per offset) and how many there are. Candidates come in row order, so a cell is
+    /// compared only with those of earlier rows.
+    fn confirmed(cand: &[Candidate]) -> (i128, u64, u32) {
+        let same = |a: &Candidate, b: &Candidate| {
+            a.row != b.row
+                && a.offset == b.offset
+                && a.count == b.count
+                && a.digest == b.digest
+                && a.delta_ns == b.delta_ns
+        };
+        // One bit per offset already counted (k ≤ MAX_VLDA_LEN = 1024).
+        let mut counted = [0u64; (super::config::MAX_VLDA_LEN as usize).div_ceil(64)];
+        let (mut delta, mut count, mut offsets) = (0i128, 0u64, 0u32);
+        for (i, c) in cand.iter().enumerate() {
+            let (word, bit) = (usize::from(c.offset) / 64, 1u64 << (c.offset % 64));
+            let Some(w) = counted.get_mut(word) else { continue };
+            if *w & bit == 0 && cand[..i].iter().any(|d| same(d, c)) {
+                *w |= bit;
+                delta += i128::from(c.delta_ns);
+                count += u64::from(c.count);
+                offsets += 1;
+            }
+        }
+        (delta, count, offsets)
+    }
+
     /// Fig. 6 lines 14–20 with the configured key and α test.
     fn select_and_average(&self, cand: &[Candidate], cells: &mut CellUse) -> Measured<Estimate> {
+        if self.opts.selection == SelectionRule::RowAgreement {
+            let (delta, count, offsets) = Self::confirmed(cand);
+            cells.confirmed = offsets;
+            if count > 0 {
+                cells.selected = offsets;
+                return Estimate::new(delta as f64 / count as f64, count);
+            }
+        }
         let top_rate = match self.opts.selection {
             SelectionRule::HighestRateFirst => cand.iter().map(|c| c.rate).fold(0.0, f64::max),
             _ => 0.0,

@@ -26,7 +26,8 @@
 //! makes the shipped epoch larger than the cells (27 bytes per IPv4 flow, 51 per IPv6 flow);
 //! `flow_capacity = 0` at both points turns it off.
 //!
-//! Also here: the spec's sizing helper ([`sizing`]), the Simple Delay Sketch used as a test
+//! Also here: the spec's sizing helper ([`sizing`]), the coverage sizing that derives k and W
+//! from the expected load and loss ([`coverage`]), the Simple Delay Sketch used as a test
 //! oracle ([`sds`]), the synthetic trace of spec §11 ([`trace`]) and the evaluation helpers
 //! of the reproduction ([`eval`]).
 //!
@@ -40,6 +41,7 @@
 mod addressing;
 pub mod cell;
 pub mod config;
+pub mod coverage;
 pub mod estimator;
 pub mod eval;
 pub mod flows;
@@ -53,7 +55,8 @@ pub mod weights;
 mod tests;
 
 pub use cell::Cell;
-pub use config::{EstimatorConfig, LdsConfig, OffsetMode, SelectionRule};
+pub use config::{EstimatorConfig, LdsConfig, LdsConfigKeys, OffsetMode, SelectionRule};
+pub use coverage::{CoverageSizing, CoverageTarget, for_coverage};
 pub use estimator::{
     CellUse, Estimator, FlowEstimate, LdsReport, LdsSummary, NoEstimateCounts, NoFlowEstimate, estimate_all,
     estimate_flow, report, sort_by_packets, top_by_packets,

@@ -726,3 +726,44 @@ fn located_updates_equal_trait_updates() {
     let wide = LdsConfig { sampling: vec![1.0], ..LdsConfig::new(9, 16) };
     assert!(Lds::new(&wide).unwrap().locate(1, 2).is_none());
 }
+
+/// RowAgreement (issue 19): in a crowded sketch with k = 8, a mean confirmed across rows is the
+/// mean of some of the flow's own packets, never another flow's. Flows sit 100 µs apart in delay
+/// (within-flow spread 50 µs), so an estimate inside [min, max] of the flow's own delays is
+/// uncontaminated; the paper's rule on the same sketches lets other flows' packets in.
+#[test]
+fn row_agreement_means_hold_only_the_flows_own_packets() {
+    let pkts = stream(19, 400, 40_000);
+    let cfg = LdsConfig {
+        vlda_len: 8,
+        estimator: EstimatorConfig {
+            alpha: 0.0,
+            strict_alpha: false,
+            selection: SelectionRule::RowAgreement,
+        },
+        ..LdsConfig::new(4, 1500)
+    };
+    let (s, r) = run(&cfg, &pkts, |i| i % 97 == 0);
+    let paper = Estimator::new(&s, &r)
+        .unwrap()
+        .with_options(EstimatorConfig { alpha: 0.0, ..EstimatorConfig::default() })
+        .unwrap();
+    let (mut confirmed, mut paper_outside) = (0, 0);
+    for f in 0..400 {
+        let own: Vec<u64> = pkts.iter().filter(|p| p.flow == f).map(|p| p.delay_ns).collect();
+        let Some((&lo, &hi)) = own.iter().min().zip(own.iter().max()) else { continue };
+        let inside = |m: f64| lo as f64 <= m && m <= hi as f64;
+        let e = estimate_flow(&s, &r, &key(f), flow_hash(f)).unwrap();
+        if e.cells.confirmed > 0 {
+            confirmed += 1;
+            let m = mean_of(&e);
+            assert!(inside(m), "flow {f}: {m} outside its own [{lo}, {hi}]");
+            assert!(e.mean_delay_ns.as_ref().unwrap().samples <= own.len() as u64);
+            if let Ok(p) = &paper.flow(&key(f), flow_hash(f)).mean_delay_ns {
+                paper_outside += usize::from(!inside(p.value));
+            }
+        }
+    }
+    assert!(confirmed > 100, "{confirmed} flows confirmed");
+    assert!(paper_outside > 10, "the paper's rule is contaminated on {paper_outside} of them");
+}
