@@ -20,6 +20,7 @@
 
 use super::config::{PeerConfig, SegmentInfo};
 use super::estimate::{self, Decoded, FlowCensus, Outcome, Sides};
+use super::memory;
 use super::net::Points;
 use super::rda::{self, RdaJob, RdaResult};
 use crate::colate_archive::{ArchiveHeader, ArchiveReader, ArchiveWriter};
@@ -43,8 +44,9 @@ pub(crate) enum Event {
     Connected { point: u32, conn: u64, watermark: u64 },
     /// A point's connection ended.
     Disconnected { point: u32, conn: u64 },
-    /// An epoch synopsis (or why it could not be decoded).
-    Epoch { key: MessageKey, complete: bool, epoch_len_ns: u64, decoded: Result<Decoded, String> },
+    /// An epoch synopsis (or why it could not be decoded), and its encoded size (what the
+    /// pending-bytes budget counts).
+    Epoch { key: MessageKey, complete: bool, epoch_len_ns: u64, bytes: u64, decoded: Result<Decoded, String> },
     /// A point's watermark and give-up counters.
     Progress { point: u32, watermark: u64, given_up: Vec<(GiveUp, u64)> },
     /// An RDA reconciliation finished.
@@ -62,6 +64,8 @@ struct Part {
 #[derive(Default)]
 struct Group {
     parts: BTreeMap<(u32, u64), Part>,
+    /// Encoded bytes of the parts (counted against `max_pending_bytes`).
+    bytes: u64,
 }
 
 struct InFlight {
@@ -103,6 +107,10 @@ pub(crate) struct Engine {
     lds_open: BTreeSet<(u32, u64)>,
     /// Readiness checks made (each O(log n)); a diagnostic for tests of the index.
     checks: u64,
+    /// Encoded bytes of every pending group's synopses.
+    pending_bytes: u64,
+    /// RDA groups ready but waiting for a reconciliation slot ([`memory::RDA_IN_FLIGHT`]).
+    rda_blocked: BTreeSet<GroupKey>,
     in_flight: HashMap<GroupKey, InFlight>,
     census: HashMap<(u32, u64), Census>,
     held: HashSet<MessageKey>,
@@ -138,6 +146,8 @@ impl Engine {
             colate_open: BTreeSet::new(),
             lds_open: BTreeSet::new(),
             checks: 0,
+            pending_bytes: 0,
+            rda_blocked: BTreeSet::new(),
             in_flight: HashMap::new(),
             census: HashMap::new(),
             held: HashSet::new(),
@@ -149,11 +159,20 @@ impl Engine {
 
     /// Runs until `Event::Stop` (or every sender is gone).
     pub(crate) fn run(mut self, events: &Receiver<Event>) {
+        let mut last_trim = Instant::now();
         loop {
             match events.recv_timeout(Duration::from_millis(250)) {
                 Ok(Event::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                 Ok(e) => self.handle(e),
-                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Timeout) => {
+                    // Idle: what the last backlog held goes back to the OS.
+                    release_freed_memory();
+                    last_trim = Instant::now();
+                }
+            }
+            if last_trim.elapsed() > TRIM_EVERY {
+                release_freed_memory();
+                last_trim = Instant::now();
             }
             self.metrics.set(metrics::PENDING, &[], (self.pending.len() + self.in_flight.len()) as f64);
             self.metrics.set(metrics::CONNECTED, &[], self.points.connected() as f64);
@@ -195,11 +214,17 @@ impl Engine {
                 self.watermark_moved(old, w);
                 self.prune();
             }
-            Event::Epoch { key, complete, epoch_len_ns, decoded } => {
+            Event::Epoch { key, complete, epoch_len_ns, bytes, decoded } => {
                 self.epoch_len_ns = epoch_len_ns;
-                self.on_epoch(key, complete, decoded);
+                self.on_epoch(key, complete, bytes, decoded);
             }
-            Event::RdaDone { group, result } => self.finish_rda(group, *result),
+            Event::RdaDone { group, result } => {
+                self.finish_rda(group, *result);
+                // A reconciliation slot is free: the oldest RDA group waiting for one.
+                if let Some(g) = self.rda_blocked.pop_first() {
+                    self.resolve_ready(BTreeSet::from([g]));
+                }
+            }
             Event::Stop => {}
         }
     }
@@ -252,7 +277,7 @@ impl Engine {
         );
     }
 
-    fn on_epoch(&mut self, key: MessageKey, complete: bool, decoded: Result<Decoded, String>) {
+    fn on_epoch(&mut self, key: MessageKey, complete: bool, bytes: u64, decoded: Result<Decoded, String>) {
         self.newest_epoch = self.newest_epoch.max(key.epoch);
         self.metrics.inc(metrics::EPOCHS, &[("point", &key.point.to_string()), ("synopsis", k(key.kind))], 1);
         if key.kind != SynopsisKind::Fridge && self.cfg.segment(key.segment).is_none() {
@@ -274,12 +299,21 @@ impl Engine {
             self.duplicate(&key);
             return;
         }
-        self.open(g).parts.insert((key.point, key.epoch), Part { key, complete, decoded });
-        if self.pending.len() > self.cfg.collector.max_pending_groups
-            && let Some(old) = self.pending.keys().next().copied()
-            && let Some(group) = self.close(&old)
-        {
-            tracing::warn!(group = %old, "too many groups waiting: giving up the oldest (its synopses are dropped)");
+        let group = self.open(g);
+        group.parts.insert((key.point, key.epoch), Part { key, complete, decoded });
+        group.bytes += bytes;
+        self.pending_bytes += bytes;
+        let (max_groups, max_bytes) =
+            (self.cfg.collector.max_pending_groups, self.cfg.collector.max_pending_bytes);
+        while self.pending.len() > max_groups || self.pending_bytes > max_bytes {
+            let Some(old) = self.pending.keys().next().copied() else { break };
+            let Some(group) = self.close(&old) else { break };
+            tracing::warn!(
+                group = %old,
+                pending_groups = self.pending.len() + 1,
+                pending_bytes = self.pending_bytes + group.bytes,
+                "too many groups or bytes waiting (max_pending_groups, max_pending_bytes): giving up the oldest (its synopses are dropped)"
+            );
             self.metrics.inc(metrics::PEER_GIVEN_UP, &[("reason", "pending_overflow")], 1);
             for p in group.parts.values() {
                 self.points.ack(&p.key);
@@ -311,7 +345,9 @@ impl Engine {
     /// Takes the pending group `g` out (and out of the indexes).
     fn close(&mut self, g: &GroupKey) -> Option<Group> {
         let group = self.pending.remove(g)?;
+        self.pending_bytes -= group.bytes;
         self.by_last.remove(&(g.last, *g));
+        self.rda_blocked.remove(g);
         match (g.kind, g.scope) {
             (SynopsisKind::Colate, scope) => {
                 self.colate_open.remove(&(scope, g.first));
@@ -371,6 +407,12 @@ impl Engine {
     fn resolve_ready(&mut self, mut candidates: BTreeSet<GroupKey>) {
         while let Some(g) = candidates.pop_first() {
             if !self.is_ready(&g) {
+                continue;
+            }
+            if g.kind == SynopsisKind::Rda && self.in_flight.len() >= memory::RDA_IN_FLIGHT {
+                // Reconciliations hold both synopses: a bounded number at a time; this one
+                // goes when a slot frees (`Event::RdaDone`).
+                self.rda_blocked.insert(g);
                 continue;
             }
             self.resolve(g);
@@ -879,6 +921,20 @@ fn side(group: &Group, point: u32) -> Option<&Part> {
     group.parts.iter().find(|((p, _), _)| *p == point).map(|(_, part)| part)
 }
 
+/// How often a busy engine returns freed memory to the OS.
+const TRIM_EVERY: Duration = Duration::from_secs(10);
+
+/// Returns freed heap memory to the OS. glibc keeps freed blocks in its arenas (one per thread
+/// that allocated: the connection threads decode, the engine frees), so without this the RSS
+/// of a cleared backlog stays at its peak. Elsewhere a no-op.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks and trims the allocator's own arenas; it takes no pointer.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// A line for a group that could not be estimated at all.
 fn error_line(g: &GroupKey, seg: Option<&SegmentInfo>, error: &str) -> Value {
     let (scope, id) = match g.scope {
@@ -994,6 +1050,7 @@ seed = 7
             key: MessageKey { point, segment: 10, epoch, kind: SynopsisKind::Lda },
             complete: true,
             epoch_len_ns: 1_000_000,
+            bytes: 300 << 10,
             decoded: Ok(Decoded::Lda(Box::new(lda))),
         }
     }
@@ -1056,5 +1113,57 @@ seed = 7
         e.handle(progress(1, 20));
         e.handle(progress(2, 20));
         assert!(!e.sink.is_emitted(&g), "the floor passed a group still in flight");
+    }
+
+    #[test]
+    fn waiting_groups_never_hold_more_than_max_pending_bytes() {
+        // 300 KiB per synopsis, a 1 MiB budget: the fourth waiting group gives up the oldest
+        // (counted), and the bytes held never exceed the budget.
+        let dir = tempfile::tempdir().unwrap();
+        let (mut e, cfg) = lda_engine(dir.path(), "max_pending_bytes = 1048576");
+        e.handle(Event::Connected { point: 1, conn: 1, watermark: 0 });
+        e.handle(Event::Connected { point: 2, conn: 2, watermark: 0 });
+        for epoch in 0..10 {
+            e.handle(lda_epoch(&cfg, 1, epoch));
+            assert!(e.pending_bytes <= 1 << 20, "{} bytes pending", e.pending_bytes);
+        }
+        assert_eq!(e.pending.len(), 3);
+        assert_eq!(e.pending_bytes, 3 * (300 << 10));
+        assert_eq!(e.metrics.get(metrics::PEER_GIVEN_UP, &[("reason", "pending_overflow")]), 7.0);
+        // Resolving releases the bytes.
+        e.handle(progress(2, 10));
+        assert_eq!((e.pending.len(), e.pending_bytes), (0, 0));
+    }
+
+    #[test]
+    fn rda_reconciliations_in_flight_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut e, _) = lda_engine(dir.path(), "");
+        let g = |epoch| GroupKey {
+            scope: Scope::Segment(10),
+            kind: SynopsisKind::Rda,
+            first: epoch,
+            last: epoch,
+        };
+        e.handle(Event::Connected { point: 1, conn: 1, watermark: 0 });
+        e.handle(Event::Connected { point: 2, conn: 2, watermark: 0 });
+        // RDA groups with nothing to reconcile still go through the slot rule: park 16 as in
+        // flight, then one more ready group must wait for a slot.
+        for epoch in 0..memory::RDA_IN_FLIGHT as u64 {
+            e.in_flight.insert(
+                g(epoch),
+                InFlight {
+                    keys: vec![],
+                    seg: e.cfg.segment(10).unwrap(),
+                    complete: true,
+                    absent: vec![],
+                    emit: true,
+                },
+            );
+        }
+        e.open(g(100));
+        e.handle(progress(1, 200));
+        e.handle(progress(2, 200));
+        assert!(e.rda_blocked.contains(&g(100)) && e.pending.contains_key(&g(100)), "waits for a slot");
     }
 }

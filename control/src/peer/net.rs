@@ -447,6 +447,7 @@ fn read_loop(
                         key: f.key,
                         complete: f.complete,
                         epoch_len_ns: f.epoch_len_ns,
+                        bytes: f.synopsis.len() as u64,
                         decoded: Ok(decoded),
                     });
                 }
@@ -458,6 +459,7 @@ fn read_loop(
                         key: f.key,
                         complete: f.complete,
                         epoch_len_ns: f.epoch_len_ns,
+                        bytes: 0,
                         decoded: Err(text),
                     });
                 }
