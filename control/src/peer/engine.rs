@@ -111,6 +111,9 @@ pub(crate) struct Engine {
     pending_bytes: u64,
     /// RDA groups ready but waiting for a reconciliation slot ([`memory::RDA_IN_FLIGHT`]).
     rda_blocked: BTreeSet<GroupKey>,
+    /// Points whose waiting synopses were shed: their progress is ignored until they connect
+    /// again (what the old connection reported delivered was dropped here).
+    awaiting_hello: HashSet<u32>,
     in_flight: HashMap<GroupKey, InFlight>,
     census: HashMap<(u32, u64), Census>,
     held: HashSet<MessageKey>,
@@ -148,6 +151,7 @@ impl Engine {
             checks: 0,
             pending_bytes: 0,
             rda_blocked: BTreeSet::new(),
+            awaiting_hello: HashSet::new(),
             in_flight: HashMap::new(),
             census: HashMap::new(),
             held: HashSet::new(),
@@ -169,6 +173,10 @@ impl Engine {
                     release_freed_memory();
                     last_trim = Instant::now();
                 }
+            }
+            self.points.set_engine_bytes(self.pending_bytes);
+            if self.pending_bytes > self.cfg.collector.max_pending_bytes / 2 {
+                self.points.set_wanted(self.wanted());
             }
             if last_trim.elapsed() > TRIM_EVERY {
                 release_freed_memory();
@@ -192,12 +200,16 @@ impl Engine {
             Event::Connected { point, conn, watermark } => {
                 tracing::debug!(point, conn, watermark, "engine: point connected");
                 // The hello's watermark is the point's truth now (a restarted point starts over).
+                self.awaiting_hello.remove(&point);
                 let old = self.watermark.insert(point, watermark).unwrap_or(0);
                 self.metrics.set(metrics::WATERMARK, &[("point", &point.to_string())], watermark as f64);
                 self.watermark_moved(old, watermark);
             }
             Event::Disconnected { point, conn } => tracing::debug!(point, conn, "engine: point disconnected"),
             Event::Progress { point, watermark, given_up } => {
+                if self.awaiting_hello.contains(&point) {
+                    return;
+                }
                 let w = self.watermark.entry(point).or_insert(0);
                 let old = *w;
                 *w = (*w).max(watermark);
@@ -303,9 +315,14 @@ impl Engine {
         group.parts.insert((key.point, key.epoch), Part { key, complete, decoded });
         group.bytes += bytes;
         self.pending_bytes += bytes;
+        // A synopsis that completes its group frees memory: resolve before counting.
+        self.resolve_ready(BTreeSet::from([g]));
         let (max_groups, max_bytes) =
             (self.cfg.collector.max_pending_groups, self.cfg.collector.max_pending_bytes);
         while self.pending.len() > max_groups || self.pending_bytes > max_bytes {
+            if self.shed() {
+                break;
+            }
             let Some(old) = self.pending.keys().next().copied() else { break };
             let Some(group) = self.close(&old) else { break };
             tracing::warn!(
@@ -323,6 +340,32 @@ impl Engine {
             }
         }
         self.resolve_ready(BTreeSet::from([g]));
+    }
+
+    /// Over the budget with every point remote: drops every waiting synopsis *unacknowledged*
+    /// and cuts the connections, so the points (their queues and spill directories) hold the
+    /// backlog and resend it, in order, when they reconnect. Nothing is lost; the memory is
+    /// freed. False (nothing done) when a point runs in this process.
+    fn shed(&mut self) -> bool {
+        if self.points.has_local() {
+            return false;
+        }
+        let groups: Vec<GroupKey> = self.pending.keys().copied().collect();
+        let bytes = self.pending_bytes;
+        for g in &groups {
+            self.close(g);
+        }
+        // Until each point's hello, no watermark may resolve a group whose synopses were
+        // dropped here (it would be taken for empty).
+        self.awaiting_hello = self.cfg.points.iter().map(|p| p.id).collect();
+        self.watermark.clear();
+        self.points.cut_all();
+        tracing::warn!(
+            groups = groups.len(),
+            bytes,
+            "waiting synopses over max_pending_bytes: dropped unacknowledged and connections cut; the points resend them"
+        );
+        true
     }
 
     /// The pending group `g`, created (and indexed) if new.
@@ -358,6 +401,23 @@ impl Engine {
             _ => {}
         }
         Some(group)
+    }
+
+    /// The points the oldest waiting group (RDA groups waiting for a reconciliation slot
+    /// aside) still needs a watermark from: what backpressure keeps reading. Every point when
+    /// no reconciliation is there to drain what waits (never a stall).
+    fn wanted(&self) -> Vec<u32> {
+        let oldest = self.by_last.iter().find(|(_, g)| !self.rda_blocked.contains(g));
+        let wanted: Vec<u32> = oldest.map_or_else(Vec::new, |(_, g)| {
+            self.expected(g)
+                .into_iter()
+                .filter(|p| self.watermark.get(p).is_none_or(|&w| w <= g.last))
+                .collect()
+        });
+        if wanted.is_empty() && self.rda_blocked.is_empty() && self.in_flight.is_empty() {
+            return self.cfg.points.iter().map(|p| p.id).collect();
+        }
+        wanted
     }
 
     /// A point's watermark went from `old` to `new`: the groups it passed may be ready.
@@ -1116,9 +1176,9 @@ seed = 7
     }
 
     #[test]
-    fn waiting_groups_never_hold_more_than_max_pending_bytes() {
-        // 300 KiB per synopsis, a 1 MiB budget: the fourth waiting group gives up the oldest
-        // (counted), and the bytes held never exceed the budget.
+    fn waiting_groups_never_hold_more_than_max_pending_bytes_and_nothing_is_given_up() {
+        // 300 KiB per synopsis, a 1 MiB budget: the fourth waiting group sheds everything
+        // waiting, unacknowledged (the points resend it), instead of giving a group up.
         let dir = tempfile::tempdir().unwrap();
         let (mut e, cfg) = lda_engine(dir.path(), "max_pending_bytes = 1048576");
         e.handle(Event::Connected { point: 1, conn: 1, watermark: 0 });
@@ -1127,11 +1187,20 @@ seed = 7
             e.handle(lda_epoch(&cfg, 1, epoch));
             assert!(e.pending_bytes <= 1 << 20, "{} bytes pending", e.pending_bytes);
         }
-        assert_eq!(e.pending.len(), 3);
-        assert_eq!(e.pending_bytes, 3 * (300 << 10));
-        assert_eq!(e.metrics.get(metrics::PEER_GIVEN_UP, &[("reason", "pending_overflow")]), 7.0);
-        // Resolving releases the bytes.
+        assert_eq!(e.metrics.get(metrics::PEER_GIVEN_UP, &[("reason", "pending_overflow")]), 0.0);
+        // The old connections' progress no longer counts: nothing resolves with a side taken
+        // for empty whose synopses were dropped.
         e.handle(progress(2, 10));
+        assert_eq!(e.sink.records_written(), 0);
+        // The points reconnect and resend: every group is emitted once.
+        e.handle(Event::Connected { point: 1, conn: 3, watermark: 0 });
+        e.handle(Event::Connected { point: 2, conn: 4, watermark: 0 });
+        for epoch in 0..10 {
+            e.handle(lda_epoch(&cfg, 1, epoch));
+            e.handle(lda_epoch(&cfg, 2, epoch));
+            assert!(e.pending_bytes <= 1 << 20);
+        }
+        assert_eq!(e.sink.records_written(), 10);
         assert_eq!((e.pending.len(), e.pending_bytes), (0, 0));
     }
 
