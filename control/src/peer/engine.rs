@@ -320,7 +320,8 @@ impl Engine {
         let (max_groups, max_bytes) =
             (self.cfg.collector.max_pending_groups, self.cfg.collector.max_pending_bytes);
         while self.pending.len() > max_groups || self.pending_bytes > max_bytes {
-            if self.shed() {
+            // Bytes are shed (the points resend them); the group count keeps its give-up rule.
+            if self.pending_bytes > max_bytes && self.shed() {
                 break;
             }
             let Some(old) = self.pending.keys().next().copied() else { break };
