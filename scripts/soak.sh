@@ -11,10 +11,12 @@
 #   EPOCHS=90000 PACE_MS=20 SAMPLE_S=60 KILL_EVERY_S=0 scripts/soak.sh   # 30 min
 #   EPOCHS=90000 PACE_MS=20 SAMPLE_S=60 KILL_EVERY_S=300 scripts/soak.sh # 30 min, kills
 #
-# Caveat: sim-point simulates all its epochs before shipping and holds them (RDA caches
-# included: about 10 GiB per point for 3000 epochs at cache_capacity 65536, hence 4096 here), so its RSS grows
-# with EPOCHS by design of the simulator (the harvests, not the sink); the collector's RSS is
-# the one that must stay flat.
+# sim-point streams (W14): it draws and harvests one epoch at a time, so the points' RSS is
+# flat too, whatever EPOCHS is.
+#
+# SYNOPSES_FILE (optional) replaces the [synopses.*] tables below (the same file for points and
+# collector); COLLECTOR_EXTRA is appended to the collector's file ([report], [colate], ...);
+# DNS_PER_EPOCH feeds the fridge.
 set -euo pipefail
 
 EPOCHS=${EPOCHS:-500}
@@ -38,6 +40,9 @@ banks = 2
 binding = { mode = "online", buckets_per_bank = 512 }
 cache_capacity = 4096
 '
+if [ -n "${SYNOPSES_FILE:-}" ]; then SYNOPSES=$(cat "$SYNOPSES_FILE"); fi
+COLLECTOR_EXTRA=${COLLECTOR_EXTRA:-}
+DNS_PER_EPOCH=${DNS_PER_EPOCH:-0}
 
 collector_config() { # $1 = listen address
     cat >"$OUT/collector.toml" <<EOF
@@ -59,6 +64,7 @@ downstream = 2
 id = 11
 upstream = 2
 downstream = 1
+$COLLECTOR_EXTRA
 $SYNOPSES
 EOF
 }
@@ -115,7 +121,7 @@ flows = 40
 mean_delay_ns = 40000.0
 loss = 0.01
 blackout_epochs = []
-dns_per_epoch = 0
+dns_per_epoch = $DNS_PER_EPOCH
 $SYNOPSES
 EOF
 done
@@ -155,7 +161,16 @@ wait "$COLLECTOR" 2>/dev/null || true
 echo "soak: point a exit $CA: $(cat "$OUT/a.json")"
 echo "soak: point b exit $CB: $(cat "$OUT/b.json")"
 echo "soak: records $(wc -l <"$OUT/records.jsonl"), seconds $(($(date +%s) - START))"
-if [ "$CA" -ne 0 ] || [ "$CB" -ne 0 ] || ! grep -q '"queued":0' "$OUT/a.json" || ! grep -q '"queued":0' "$OUT/b.json"; then
+# Every epoch accounted for: the commit log (kept across collector restarts) must name one
+# group per simulated epoch for each segment and two-point synopsis (extra groups: the packets
+# that arrive after the last epoch's boundary).
+COMMITTED=$(grep -o '"group":"s[0-9]*/[a-z]*/[0-9]*-[0-9]*"' "$OUT/records.jsonl.commit" | cut -d'"' -f4 |
+    awk -F/ -v first=1000 -v n="$EPOCHS" '{ split($3, r, "-"); if (r[1] >= first && r[1] < first + n) seen[$1 "/" $2 "/" r[1]] = 1 }
+        END { for (k in seen) { split(k, p, "/"); c[p[1] "/" p[2]]++ } for (g in c) print g, c[g] }' | sort)
+echo "soak: committed groups per segment and synopsis over the $EPOCHS epochs:"
+echo "$COMMITTED" | sed 's/^/soak:   /'
+SHORT=$(echo "$COMMITTED" | awk -v n="$EPOCHS" '$2 < n' | wc -l)
+if [ "$SHORT" -ne 0 ] || [ -z "$COMMITTED" ] || [ "$CA" -ne 0 ] || [ "$CB" -ne 0 ] || ! grep -q '"queued":0' "$OUT/a.json" || ! grep -q '"queued":0' "$OUT/b.json"; then
     echo "soak: FAILED: an epoch was not accounted for" >&2
     exit 1
 fi

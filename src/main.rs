@@ -145,8 +145,10 @@ fn classify(error: anyhow::Error) -> Failure {
         matches!(
             c.downcast_ref::<ShipError>(),
             Some(ShipError::Key(_) | ShipError::Config(_) | ShipError::Spill { .. })
-        ) || matches!(c.downcast_ref::<PeerError>(), Some(PeerError::Key(_) | PeerError::Listen { .. }))
-            || c.is::<offline::BadInput>()
+        ) || matches!(
+            c.downcast_ref::<PeerError>(),
+            Some(PeerError::Key(_) | PeerError::Listen { .. } | PeerError::Memory(_))
+        ) || c.is::<offline::BadInput>()
     });
     if bad_input { Failure::Usage(format!("{error:#}")) } else { Failure::Runtime(error) }
 }

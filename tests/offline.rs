@@ -6,6 +6,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
 
 use common::*;
 use wirelat_dataplane::sim::{DelayModel, LossModel};
@@ -433,7 +434,7 @@ fn collector_exposes_delay_histograms_that_agree_with_its_records() {
     );
     std::fs::write(&config, text).expect("config");
     let mut collector = Collector::start(&config);
-    ship_both_points(d, &collector, &key, synopses, "");
+    ship_points(d, &collector, &key, synopses, &trace_pcaps(d), "");
     let addr: std::net::SocketAddr =
         collector.wait_for_line("metrics on http://").trim_end_matches("/metrics").parse().expect("address");
     // The fridge groups close with the points' final watermarks: wait for their records.

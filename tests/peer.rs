@@ -99,7 +99,11 @@ fn traffic_toml(t: &SimTraffic) -> String {
 
 fn write_key(dir: &Path) -> PathBuf {
     let p = dir.join("peer.key");
-    std::fs::write(&p, KEY).expect("key");
+    // Written aside and renamed: a point starting now (sim-point reads its key at once since
+    // it streams) never reads a truncated file while another collector start rewrites it.
+    let tmp = dir.join("peer.key.tmp");
+    std::fs::write(&tmp, KEY).expect("key");
+    std::fs::rename(&tmp, &p).expect("key");
     p
 }
 

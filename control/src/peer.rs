@@ -15,6 +15,7 @@ pub mod admission;
 pub mod config;
 pub(crate) mod engine;
 pub mod estimate;
+pub mod memory;
 pub(crate) mod net;
 pub mod rda;
 
@@ -69,6 +70,9 @@ pub enum PeerError {
     /// A thread could not be started.
     #[error("cannot start a peer thread: {0}")]
     Thread(std::io::Error),
+    /// The configuration's memory bound ([`memory::estimate`]) exceeds what the machine has.
+    #[error("{0}")]
+    Memory(String),
     /// A local sink for a point that is not configured, or given twice.
     #[error("point {0}: {1}")]
     LocalPoint(u32, String),
@@ -90,6 +94,8 @@ pub struct PeerHandle {
 /// Starts a peer: binds its sockets, opens its records (recovering what a previous run
 /// emitted), and starts its threads.
 pub fn start(cfg: PeerConfig) -> Result<PeerHandle, PeerError> {
+    let need = memory::check(&cfg, memory::available_bytes()).map_err(PeerError::Memory)?;
+    tracing::info!(bound = %need.describe(), "collector memory bound");
     let psk = PreSharedKey::load(&cfg.collector.key_file)?;
     let listener = TcpListener::bind(&cfg.collector.listen)
         .map_err(|source| PeerError::Listen { addr: cfg.collector.listen.clone(), source })?;
@@ -108,7 +114,9 @@ pub fn start(cfg: PeerConfig) -> Result<PeerHandle, PeerError> {
     let metrics = Arc::new(Metrics::default());
     let points = Arc::new(Points::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let (events, events_rx) = bounded::<Event>(4096);
+    // Each event may carry a decoded synopsis: the inbox's depth is part of the memory bound
+    // (`memory::estimate`); a full inbox holds the connections back (TCP backpressure).
+    let (events, events_rx) = bounded::<Event>(memory::ENGINE_INBOX);
     let (jobs, jobs_rx) = unbounded();
     let ctx = Arc::new(NetCtx::new(
         cfg.clone(),
@@ -265,6 +273,7 @@ impl LocalPeerSink {
             key: frame.key,
             complete: frame.complete,
             epoch_len_ns: frame.epoch_len_ns,
+            bytes: frame.synopsis.len() as u64,
             decoded,
         });
     }

@@ -134,23 +134,53 @@ fn ip(a: u8, b: u8, c: u8, d: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(a, b, c, d))
 }
 
-/// The packets each point sees: `[a, b]`.
-fn traffic(t: &SimTraffic, seg: SimSegments) -> Result<[Vec<Seen>; 2], String> {
-    if t.epoch_len_ns == 0 || t.flows == 0 {
-        return Err("[sim] epoch_len_ns and flows must be positive".into());
+/// The seeded traffic, generated one epoch at a time, so that a long simulation holds only
+/// the packets not yet harvested (a streaming `sim-point` keeps a flat RSS).
+struct Traffic<'a> {
+    t: &'a SimTraffic,
+    seg: SimSegments,
+    sampler: wirelat_dataplane::sim::DelaySampler,
+    r: wirelat_dataplane::sim::SimRng,
+    id_seed: u64,
+    counter: u64,
+    /// Next relative epoch to generate.
+    next: u64,
+}
+
+impl<'a> Traffic<'a> {
+    fn new(t: &'a SimTraffic, seg: SimSegments) -> Result<Self, String> {
+        if t.epoch_len_ns == 0 || t.flows == 0 {
+            return Err("[sim] epoch_len_ns and flows must be positive".into());
+        }
+        let sampler = DelayModel::Weibull { shape: 0.8, mean: t.mean_delay_ns }
+            .sampler()
+            .ok_or("[sim] mean_delay_ns must be positive")?;
+        Ok(Self {
+            t,
+            seg,
+            sampler,
+            r: rng(t.seed),
+            id_seed: mix64(t.seed ^ 0x5157_7061_636b_6574),
+            counter: 0,
+            next: 0,
+        })
     }
-    let sampler = DelayModel::Weibull { shape: 0.8, mean: t.mean_delay_ns }
-        .sampler()
-        .ok_or("[sim] mean_delay_ns must be positive")?;
-    let mut r = rng(t.seed);
-    let mut seen: [Vec<Seen>; 2] = [Vec::new(), Vec::new()];
-    let id_seed = mix64(t.seed ^ 0x5157_7061_636b_6574);
-    let mut counter = 0u64;
-    for i in 0..t.epochs {
+
+    /// Appends the packets sent in the next epoch to `seen` (`[a, b]`, unsorted: a packet may
+    /// arrive in a later epoch). Every packet generated later has a timestamp at or after the
+    /// start of the epoch after this one. False when every epoch was generated.
+    fn next_epoch(&mut self, seen: &mut [Vec<Seen>; 2]) -> bool {
+        let (t, i) = (self.t, self.next);
+        if i >= t.epochs {
+            return false;
+        }
+        self.next += 1;
+        let r = &mut self.r;
         let start = (t.first_epoch + i) * t.epoch_len_ns;
         let blackout = t.blackout_epochs.contains(&i);
         for forward in [true, false] {
-            let (up, down, segment) = if forward { (0, 1, seg.forward) } else { (1, 0, seg.reverse) };
+            let (up, down, segment) =
+                if forward { (0, 1, self.seg.forward) } else { (1, 0, self.seg.reverse) };
             for _ in 0..t.packets_per_epoch {
                 let u: f64 = r.random();
                 let f = ((u * u) * f64::from(t.flows)) as u32;
@@ -162,10 +192,10 @@ fn traffic(t: &SimTraffic, seg: SimSegments) -> Result<[Vec<Seen>; 2], String> {
                 } else {
                     FlowKey::new(server, client, 443, port, 6)
                 };
-                counter += 1;
-                let identity = mix64(counter ^ id_seed);
+                self.counter += 1;
+                let identity = mix64(self.counter ^ self.id_seed);
                 let ts_up = start + r.random_range(0..t.epoch_len_ns);
-                let ts_down = ts_up + sampler.sample(&mut r).max(0.0) as u64;
+                let ts_down = ts_up + self.sampler.sample(r).max(0.0) as u64;
                 // A blackout is the downstream tap seeing no forward packet in that epoch at
                 // all: sent in it, or arriving in it.
                 let arrival = (ts_down / t.epoch_len_ns).saturating_sub(t.first_epoch);
@@ -186,13 +216,13 @@ fn traffic(t: &SimTraffic, seg: SimSegments) -> Result<[Vec<Seen>; 2], String> {
             }
         }
         for _ in 0..t.dns_per_epoch {
-            counter += 1;
-            let id = mix64(counter ^ id_seed);
+            self.counter += 1;
+            let id = mix64(self.counter ^ self.id_seed);
             let client = ip(10, 2, (id >> 8) as u8, id as u8);
             let resolver = ip(198, 51, 100, 53);
             let q = FlowKey::new(client, resolver, 20_000 + (id % 40_000) as u16, 53, 17);
             let t0 = start + r.random_range(0..t.epoch_len_ns);
-            let (d1, d2) = (sampler.sample(&mut r) as u64, sampler.sample(&mut r) as u64);
+            let (d1, d2) = (self.sampler.sample(r) as u64, self.sampler.sample(r) as u64);
             let service = 20_000 + r.random_range(0..200_000u64);
             let ex = |role| Some(Exchange { kind: ExchangeKind::Dns, role, id });
             let req = Seen {
@@ -211,7 +241,24 @@ fn traffic(t: &SimTraffic, seg: SimSegments) -> Result<[Vec<Seen>; 2], String> {
             seen[1].push(Seen { ts_ns: t0 + d1, ..req });
             seen[1].push(Seen { ts_ns: t0 + d1 + service, ..resp });
         }
+        true
     }
+
+    /// Timestamps below this are final: every packet still to be generated is at or after it.
+    fn settled_before(&self) -> u64 {
+        if self.next >= self.t.epochs {
+            return u64::MAX;
+        }
+        (self.t.first_epoch + self.next) * self.t.epoch_len_ns
+    }
+}
+
+/// The packets each point sees: `[a, b]`, each sorted by time.
+#[cfg(test)]
+fn traffic(t: &SimTraffic, seg: SimSegments) -> Result<[Vec<Seen>; 2], String> {
+    let mut tr = Traffic::new(t, seg)?;
+    let mut seen: [Vec<Seen>; 2] = [Vec::new(), Vec::new()];
+    while tr.next_epoch(&mut seen) {}
     for s in &mut seen {
         s.sort_by_key(|p| p.ts_ns);
     }
@@ -265,25 +312,32 @@ fn message<S: Synopsis>(
     }
 }
 
-/// Both points' harvests (`[a, b]`, epochs ascending; only epochs with packets), for point ids
-/// `ids = [a, b]`. `packet` only enters the messages' fingerprints, as at a real point.
-pub fn simulate(
-    t: &SimTraffic,
-    syn: &SynopsesConfig,
-    packet: &PacketConfig,
-    seg: SimSegments,
-    ids: [u32; 2],
-) -> Result<[Vec<Harvest>; 2], String> {
-    syn.validate().map_err(|e| e.to_string())?;
-    let seen = traffic(t, seg)?;
-    let e = t.epoch_len_ns;
-    let mut out: [Vec<Harvest>; 2] = [Vec::new(), Vec::new()];
-    for (which, packets) in seen.iter().enumerate() {
-        let point = ids[which];
+/// One point's side of a streaming simulation: the packets it saw that are not harvested
+/// yet, and its fridge's carry (exchanges span epochs).
+struct PointHarvester {
+    point: u32,
+    pending: Vec<Seen>,
+    carry: Option<<FridgeSynopsis as Synopsis>::Carry>,
+}
+
+impl PointHarvester {
+    /// The harvests of every epoch whose packets all have timestamps below `settled` (epochs
+    /// ascending, only epochs with packets); later packets stay pending.
+    fn harvest(
+        &mut self,
+        settled: u64,
+        e: u64,
+        syn: &SynopsesConfig,
+        packet: &PacketConfig,
+    ) -> Result<Vec<Harvest>, String> {
+        // Stable: packets with equal timestamps keep their generation order, as in one sort of
+        // the whole run.
+        self.pending.sort_by_key(|p| p.ts_ns);
+        let n = self.pending.partition_point(|p| p.ts_ns < settled);
+        let point = self.point;
         let mut shards: BTreeMap<(u64, u32), Shard> = BTreeMap::new();
         let mut fridges: BTreeMap<u64, FridgeSynopsis> = BTreeMap::new();
-        let mut carry = syn.fridge.as_ref().map(FridgeSynopsis::new_carry);
-        for p in packets {
+        for p in self.pending.drain(..n) {
             let epoch = p.ts_ns / e;
             let obs = Observation {
                 ts_ns: p.ts_ns,
@@ -294,7 +348,7 @@ pub fn simulate(
                 encap: wirelat_dataplane::packet::Encap::NONE,
             };
             if p.exchange.is_some() {
-                if let (Some(cfg), Some(c)) = (&syn.fridge, carry.as_mut()) {
+                if let (Some(cfg), Some(c)) = (&syn.fridge, self.carry.as_mut()) {
                     let f = match fridges.entry(epoch) {
                         std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
                         std::collections::btree_map::Entry::Vacant(v) => {
@@ -312,12 +366,11 @@ pub fn simulate(
             feed(&mut sh.colate, syn.colate.as_ref(), &obs)?;
         }
         let mut by_epoch: BTreeMap<u64, Harvest> = BTreeMap::new();
+        fn at(by_epoch: &mut BTreeMap<u64, Harvest>, epoch: u64) -> &mut Harvest {
+            by_epoch.entry(epoch).or_insert_with(|| Harvest { epoch, messages: vec![], rda_caches: vec![] })
+        }
         for ((epoch, segment), sh) in shards {
-            let h = by_epoch.entry(epoch).or_insert_with(|| Harvest {
-                epoch,
-                messages: vec![],
-                rda_caches: vec![],
-            });
+            let h = at(&mut by_epoch, epoch);
             if let Some(s) = sh.lda {
                 h.messages.push(message(point, segment, epoch, e, &s, packet));
             }
@@ -333,14 +386,90 @@ pub fn simulate(
             }
         }
         for (epoch, f) in fridges {
-            let h = by_epoch.entry(epoch).or_insert_with(|| Harvest {
-                epoch,
-                messages: vec![],
-                rda_caches: vec![],
-            });
-            h.messages.push(message(point, LOCAL_SEGMENT, epoch, e, &f, packet));
+            at(&mut by_epoch, epoch).messages.push(message(point, LOCAL_SEGMENT, epoch, e, &f, packet));
         }
-        out[which] = by_epoch.into_values().collect();
+        Ok(by_epoch.into_values().collect())
+    }
+}
+
+/// A seeded two-point simulation that yields its harvests as the traffic advances, holding
+/// only the packets of the epochs not yet complete: memory does not grow with `[sim] epochs`.
+pub struct Simulation<'a> {
+    traffic: Traffic<'a>,
+    syn: &'a SynopsesConfig,
+    packet: &'a PacketConfig,
+    /// `[a, b]`; `None` for a point whose harvests are not wanted (its packets are dropped).
+    points: [Option<PointHarvester>; 2],
+    done: bool,
+}
+
+impl<'a> Simulation<'a> {
+    /// A simulation of both points (`ids = [a, b]`), or only of `only` (0 = a, 1 = b): the
+    /// other's synopses are then not computed, its packets still drawn (same seed, same
+    /// traffic). `packet` only enters the messages' fingerprints, as at a real point.
+    pub fn new(
+        t: &'a SimTraffic,
+        syn: &'a SynopsesConfig,
+        packet: &'a PacketConfig,
+        seg: SimSegments,
+        ids: [u32; 2],
+        only: Option<usize>,
+    ) -> Result<Self, String> {
+        syn.validate().map_err(|e| e.to_string())?;
+        let traffic = Traffic::new(t, seg)?;
+        let side = |which: usize| {
+            only.is_none_or(|o| o == which).then(|| PointHarvester {
+                point: ids[which],
+                pending: Vec::new(),
+                carry: syn.fridge.as_ref().map(FridgeSynopsis::new_carry),
+            })
+        };
+        Ok(Self { traffic, syn, packet, points: [side(0), side(1)], done: false })
+    }
+
+    /// The next epochs that became complete (`[a, b]`, each ascending; possibly empty), or
+    /// `None` once everything was harvested.
+    pub fn step(&mut self) -> Option<Result<[Vec<Harvest>; 2], String>> {
+        if self.done {
+            return None;
+        }
+        let mut fresh: [Vec<Seen>; 2] = [Vec::new(), Vec::new()];
+        if !self.traffic.next_epoch(&mut fresh) {
+            self.done = true;
+        }
+        let settled = self.traffic.settled_before();
+        let e = self.traffic.t.epoch_len_ns;
+        let mut out: [Vec<Harvest>; 2] = [Vec::new(), Vec::new()];
+        for (which, new) in fresh.into_iter().enumerate() {
+            let Some(h) = &mut self.points[which] else { continue };
+            h.pending.extend(new);
+            match h.harvest(settled, e, self.syn, self.packet) {
+                Ok(v) => out[which] = v,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        Some(Ok(out))
+    }
+}
+
+/// Both points' harvests (`[a, b]`, epochs ascending; only epochs with packets), for point ids
+/// `ids = [a, b]`. `packet` only enters the messages' fingerprints, as at a real point.
+pub fn simulate(
+    t: &SimTraffic,
+    syn: &SynopsesConfig,
+    packet: &PacketConfig,
+    seg: SimSegments,
+    ids: [u32; 2],
+) -> Result<[Vec<Harvest>; 2], String> {
+    let mut sim = Simulation::new(t, syn, packet, seg, ids, None)?;
+    let mut out: [Vec<Harvest>; 2] = [Vec::new(), Vec::new()];
+    while let Some(step) = sim.step() {
+        let [a, b] = step?;
+        out[0].extend(a);
+        out[1].extend(b);
     }
     Ok(out)
 }
@@ -371,28 +500,33 @@ pub fn run(config: &Path, opts: RunOptions) -> Result<(), String> {
     if which == 1 {
         ids.swap(0, 1);
     }
-    let harvests = simulate(&cfg.sim, &cfg.synopses, &cfg.packet, cfg.segments, ids)?;
+    // Streamed: each epoch is shipped as soon as its packets are all drawn, so the process
+    // holds a few epochs, not the run.
+    let mut sim = Simulation::new(&cfg.sim, &cfg.synopses, &cfg.packet, cfg.segments, ids, Some(which))?;
     let mut sink = NetworkSink::new(cfg.point.id, &cfg.synopses, &cfg.packet, cfg.ship.clone())
         .map_err(|e| e.to_string())?;
     let base = cfg.sim.first_epoch;
-    for h in harvests.into_iter().nth(which).unwrap_or_default() {
-        let rel = h.epoch.saturating_sub(base);
-        // Caches of skipped epochs are retained too: a replay rebuilds them (trace mode).
-        for (segment, cache) in &h.rda_caches {
-            sink.retain_rda_cache(*segment, h.epoch, cache);
+    while let Some(step) = sim.step() {
+        for h in step?.into_iter().nth(which).unwrap_or_default() {
+            let rel = h.epoch.saturating_sub(base);
+            // Caches of skipped epochs are retained too: a replay rebuilds them (trace mode).
+            for (segment, cache) in &h.rda_caches {
+                sink.retain_rda_cache(*segment, h.epoch, cache);
+            }
+            if rel < opts.from_epoch {
+                continue;
+            }
+            for m in &h.messages {
+                sink.deliver(m);
+            }
+            if opts.crash_after == Some(rel) {
+                // Give the shipper a moment to put the frames on the wire, then die without
+                // closing.
+                std::thread::sleep(Duration::from_millis(50));
+                std::process::exit(3);
+            }
+            std::thread::sleep(opts.pace);
         }
-        if rel < opts.from_epoch {
-            continue;
-        }
-        for m in &h.messages {
-            sink.deliver(m);
-        }
-        if opts.crash_after == Some(rel) {
-            // Give the shipper a moment to put the frames on the wire, then die without closing.
-            std::thread::sleep(Duration::from_millis(50));
-            std::process::exit(3);
-        }
-        std::thread::sleep(opts.pace);
     }
     sink.close();
     let c = sink.counters();
@@ -448,5 +582,46 @@ mod tests {
             ha.iter().map(|h| h.messages.clone()).collect::<Vec<_>>(),
             ha2.iter().map(|h| h.messages.clone()).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn streaming_harvests_equal_one_harvest_of_the_whole_run() {
+        // Long delays (mean 0.6 E, heavy tail) so that many packets arrive epochs later and
+        // stay pending across steps; DNS exchanges so that the fridge's carry crosses steps.
+        let t = SimTraffic { mean_delay_ns: 600_000.0, epochs: 12, ..traffic_cfg() };
+        let seg = SimSegments { forward: 1, reverse: 2 };
+        let syn = SynopsesConfig {
+            lda: Some(LdaConfig::single_bank(64, 1.0, 1)),
+            fridge: Some(wirelat_dataplane::synopsis::fridge::FridgeConfig::default()),
+            ..Default::default()
+        };
+        let packet = PacketConfig::default();
+        let streamed = simulate(&t, &syn, &packet, seg, [7, 8]).unwrap();
+        let seen = traffic(&t, seg).unwrap();
+        for (which, packets) in seen.into_iter().enumerate() {
+            let mut whole = PointHarvester {
+                point: [7, 8][which],
+                pending: packets,
+                carry: syn.fridge.as_ref().map(FridgeSynopsis::new_carry),
+            };
+            let once = whole.harvest(u64::MAX, t.epoch_len_ns, &syn, &packet).unwrap();
+            let view = |v: &[Harvest]| -> Vec<(u64, Vec<EpochMessage>)> {
+                v.iter().map(|h| (h.epoch, h.messages.clone())).collect()
+            };
+            assert_eq!(view(&streamed[which]), view(&once), "point {which}");
+            assert!(once.iter().any(|h| {
+                h.messages.iter().any(|m| m.kind == wirelat_dataplane::synopsis::SynopsisKind::Fridge)
+            }));
+        }
+        // Only one point simulated: the same harvests for it.
+        let mut only_b = Simulation::new(&t, &syn, &packet, seg, [7, 8], Some(1)).unwrap();
+        let mut b = Vec::new();
+        while let Some(step) = only_b.step() {
+            let [a, bs] = step.unwrap();
+            assert!(a.is_empty());
+            b.extend(bs);
+        }
+        assert_eq!(b.len(), streamed[1].len());
+        assert!(b.iter().zip(&streamed[1]).all(|(x, y)| x.messages == y.messages));
     }
 }

@@ -140,6 +140,10 @@ pub struct CollectorSection {
     /// Most groups waiting for a point; beyond it the oldest is given up (counted, logged).
     #[serde(default = "default_max_pending")]
     pub max_pending_groups: usize,
+    /// Most encoded synopsis bytes the waiting groups may hold; beyond it the oldest group is
+    /// given up (counted, logged). The main term of the collector's memory bound (README).
+    #[serde(default = "default_max_pending_bytes")]
+    pub max_pending_bytes: u64,
 }
 
 fn default_max_body() -> u32 {
@@ -153,6 +157,9 @@ fn default_lookup_ms() -> u64 {
 }
 fn default_max_pending() -> usize {
     100_000
+}
+fn default_max_pending_bytes() -> u64 {
+    1 << 30
 }
 
 /// `[report]`: what the records hold.
@@ -330,11 +337,12 @@ impl PeerConfig {
         let c = &self.collector;
         let body = (u64::from(crate::ship::MIN_BODY_BYTES), u64::from(u32::MAX));
         let ms = crate::ship::MAX_MS;
-        let ranges: [(&str, u64, (u64, u64)); 9] = [
+        let ranges: [(&str, u64, (u64, u64)); 10] = [
             ("collector.max_body_bytes", u64::from(c.max_body_bytes), body),
             ("collector.handshake_timeout_ms", c.handshake_timeout_ms, (1, 600_000)),
             ("collector.lookup_timeout_ms", c.lookup_timeout_ms, (1, ms)),
             ("collector.max_pending_groups", c.max_pending_groups as u64, (1, MAX_PENDING_GROUPS)),
+            ("collector.max_pending_bytes", c.max_pending_bytes, (1 << 20, 1 << 40)),
             ("collector.epoch_len_ns", c.epoch_len_ns.unwrap_or(1), (1, ms * 1_000_000)),
             ("report.top_flows", self.report.top_flows as u64, (0, 1_000_000)),
             ("report.fridge_epochs", self.report.fridge_epochs, (1, MAX_GROUP_EPOCHS)),
@@ -493,6 +501,7 @@ seed = 7
             ("handshake_timeout_ms = 0", "collector.handshake_timeout_ms"),
             ("lookup_timeout_ms = 18446744073709551615", "collector.lookup_timeout_ms"),
             ("max_pending_groups = 0", "collector.max_pending_groups"),
+            ("max_pending_bytes = 1000", "collector.max_pending_bytes"),
             ("epoch_len_ns = 0", "collector.epoch_len_ns"),
         ];
         for (line, key) in collector {

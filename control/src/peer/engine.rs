@@ -20,6 +20,7 @@
 
 use super::config::{PeerConfig, SegmentInfo};
 use super::estimate::{self, Decoded, FlowCensus, Outcome, Sides};
+use super::memory;
 use super::net::Points;
 use super::rda::{self, RdaJob, RdaResult};
 use crate::colate_archive::{ArchiveHeader, ArchiveReader, ArchiveWriter};
@@ -28,7 +29,7 @@ use crate::report::records::{GroupKey, RecordSink, Scope};
 use crate::wire::{GiveUp, MessageKey};
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wirelat_dataplane::synopsis::colate::{Colate, EpochAccumulator, QueryOptions};
@@ -43,8 +44,9 @@ pub(crate) enum Event {
     Connected { point: u32, conn: u64, watermark: u64 },
     /// A point's connection ended.
     Disconnected { point: u32, conn: u64 },
-    /// An epoch synopsis (or why it could not be decoded).
-    Epoch { key: MessageKey, complete: bool, epoch_len_ns: u64, decoded: Result<Decoded, String> },
+    /// An epoch synopsis (or why it could not be decoded), and its encoded size (what the
+    /// pending-bytes budget counts).
+    Epoch { key: MessageKey, complete: bool, epoch_len_ns: u64, bytes: u64, decoded: Result<Decoded, String> },
     /// A point's watermark and give-up counters.
     Progress { point: u32, watermark: u64, given_up: Vec<(GiveUp, u64)> },
     /// An RDA reconciliation finished.
@@ -62,6 +64,8 @@ struct Part {
 #[derive(Default)]
 struct Group {
     parts: BTreeMap<(u32, u64), Part>,
+    /// Encoded bytes of the parts (counted against `max_pending_bytes`).
+    bytes: u64,
 }
 
 struct InFlight {
@@ -94,6 +98,22 @@ pub(crate) struct Engine {
     rda_jobs: Sender<(GroupKey, RdaJob)>,
     watermark: HashMap<u32, u64>,
     pending: BTreeMap<GroupKey, Group>,
+    /// The pending groups by last epoch: a point's watermark passing `last` is what may make a
+    /// group ready, so a watermark advance looks only at the groups it passed.
+    by_last: BTreeSet<(u64, GroupKey)>,
+    /// Pending COLATE groups by (scope, first): archives take windows in order.
+    colate_open: BTreeSet<(Scope, u64)>,
+    /// Pending LDS groups by (segment, epoch): a COLATE group waits for its windows' census.
+    lds_open: BTreeSet<(u32, u64)>,
+    /// Readiness checks made (each O(log n)); a diagnostic for tests of the index.
+    checks: u64,
+    /// Encoded bytes of every pending group's synopses.
+    pending_bytes: u64,
+    /// RDA groups ready but waiting for a reconciliation slot ([`memory::RDA_IN_FLIGHT`]).
+    rda_blocked: BTreeSet<GroupKey>,
+    /// Points whose waiting synopses were shed: their progress is ignored until they connect
+    /// again (what the old connection reported delivered was dropped here).
+    awaiting_hello: HashSet<u32>,
     in_flight: HashMap<GroupKey, InFlight>,
     census: HashMap<(u32, u64), Census>,
     held: HashSet<MessageKey>,
@@ -125,6 +145,13 @@ impl Engine {
             rda_jobs,
             watermark: HashMap::new(),
             pending: BTreeMap::new(),
+            by_last: BTreeSet::new(),
+            colate_open: BTreeSet::new(),
+            lds_open: BTreeSet::new(),
+            checks: 0,
+            pending_bytes: 0,
+            rda_blocked: BTreeSet::new(),
+            awaiting_hello: HashSet::new(),
             in_flight: HashMap::new(),
             census: HashMap::new(),
             held: HashSet::new(),
@@ -136,11 +163,24 @@ impl Engine {
 
     /// Runs until `Event::Stop` (or every sender is gone).
     pub(crate) fn run(mut self, events: &Receiver<Event>) {
+        let mut last_trim = Instant::now();
         loop {
             match events.recv_timeout(Duration::from_millis(250)) {
                 Ok(Event::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                 Ok(e) => self.handle(e),
-                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Timeout) => {
+                    // Idle: what the last backlog held goes back to the OS.
+                    release_freed_memory();
+                    last_trim = Instant::now();
+                }
+            }
+            self.points.set_engine_bytes(self.pending_bytes);
+            if self.pending_bytes > self.cfg.collector.max_pending_bytes / 2 {
+                self.points.set_wanted(self.wanted());
+            }
+            if last_trim.elapsed() > TRIM_EVERY {
+                release_freed_memory();
+                last_trim = Instant::now();
             }
             self.metrics.set(metrics::PENDING, &[], (self.pending.len() + self.in_flight.len()) as f64);
             self.metrics.set(metrics::CONNECTED, &[], self.points.connected() as f64);
@@ -160,13 +200,18 @@ impl Engine {
             Event::Connected { point, conn, watermark } => {
                 tracing::debug!(point, conn, watermark, "engine: point connected");
                 // The hello's watermark is the point's truth now (a restarted point starts over).
-                self.watermark.insert(point, watermark);
+                self.awaiting_hello.remove(&point);
+                let old = self.watermark.insert(point, watermark).unwrap_or(0);
                 self.metrics.set(metrics::WATERMARK, &[("point", &point.to_string())], watermark as f64);
-                self.resolve_ready();
+                self.watermark_moved(old, watermark);
             }
             Event::Disconnected { point, conn } => tracing::debug!(point, conn, "engine: point disconnected"),
             Event::Progress { point, watermark, given_up } => {
+                if self.awaiting_hello.contains(&point) {
+                    return;
+                }
                 let w = self.watermark.entry(point).or_insert(0);
+                let old = *w;
                 *w = (*w).max(watermark);
                 let w = *w;
                 let p = point.to_string();
@@ -178,16 +223,19 @@ impl Engine {
                         n as f64,
                     );
                 }
+                self.watermark_moved(old, w);
                 self.prune();
-                self.resolve_ready();
             }
-            Event::Epoch { key, complete, epoch_len_ns, decoded } => {
+            Event::Epoch { key, complete, epoch_len_ns, bytes, decoded } => {
                 self.epoch_len_ns = epoch_len_ns;
-                self.on_epoch(key, complete, decoded);
+                self.on_epoch(key, complete, bytes, decoded);
             }
             Event::RdaDone { group, result } => {
                 self.finish_rda(group, *result);
-                self.resolve_ready();
+                // A reconciliation slot is free: the oldest RDA group waiting for one.
+                if let Some(g) = self.rda_blocked.pop_first() {
+                    self.resolve_ready(BTreeSet::from([g]));
+                }
             }
             Event::Stop => {}
         }
@@ -241,7 +289,7 @@ impl Engine {
         );
     }
 
-    fn on_epoch(&mut self, key: MessageKey, complete: bool, decoded: Result<Decoded, String>) {
+    fn on_epoch(&mut self, key: MessageKey, complete: bool, bytes: u64, decoded: Result<Decoded, String>) {
         self.newest_epoch = self.newest_epoch.max(key.epoch);
         self.metrics.inc(metrics::EPOCHS, &[("point", &key.point.to_string()), ("synopsis", k(key.kind))], 1);
         if key.kind != SynopsisKind::Fridge && self.cfg.segment(key.segment).is_none() {
@@ -259,28 +307,133 @@ impl Engine {
             self.points.ack(&key);
             return;
         }
-        let group = self.pending.entry(g).or_default();
-        if group.parts.contains_key(&(key.point, key.epoch)) {
+        if self.pending.get(&g).is_some_and(|group| group.parts.contains_key(&(key.point, key.epoch))) {
             self.duplicate(&key);
             return;
         }
+        let group = self.open(g);
         group.parts.insert((key.point, key.epoch), Part { key, complete, decoded });
-        if self.pending.len() > self.cfg.collector.max_pending_groups
-            && let Some((old, group)) = self.pending.pop_first()
-        {
-            tracing::warn!(group = %old, "too many groups waiting: giving up the oldest (its synopses are dropped)");
+        group.bytes += bytes;
+        self.pending_bytes += bytes;
+        // A synopsis that completes its group frees memory: resolve before counting.
+        self.resolve_ready(BTreeSet::from([g]));
+        let (max_groups, max_bytes) =
+            (self.cfg.collector.max_pending_groups, self.cfg.collector.max_pending_bytes);
+        while self.pending.len() > max_groups || self.pending_bytes > max_bytes {
+            // Bytes are shed (the points resend them); the group count keeps its give-up rule.
+            if self.pending_bytes > max_bytes && self.shed() {
+                break;
+            }
+            let Some(old) = self.pending.keys().next().copied() else { break };
+            let Some(group) = self.close(&old) else { break };
+            tracing::warn!(
+                group = %old,
+                pending_groups = self.pending.len() + 1,
+                pending_bytes = self.pending_bytes + group.bytes,
+                "too many groups or bytes waiting (max_pending_groups, max_pending_bytes): giving up the oldest (its synopses are dropped)"
+            );
             self.metrics.inc(metrics::PEER_GIVEN_UP, &[("reason", "pending_overflow")], 1);
             for p in group.parts.values() {
                 self.points.ack(&p.key);
             }
+            if let Some(c) = self.unblocked_by(&old) {
+                self.resolve_ready(BTreeSet::from([c]));
+            }
         }
-        if self.is_ready(&g) {
-            self.resolve(g);
-            self.resolve_ready();
-        }
+        self.resolve_ready(BTreeSet::from([g]));
     }
 
-    fn is_ready(&self, g: &GroupKey) -> bool {
+    /// Over the budget with every point remote: drops every waiting synopsis *unacknowledged*
+    /// and cuts the connections, so the points (their queues and spill directories) hold the
+    /// backlog and resend it, in order, when they reconnect. Nothing is lost; the memory is
+    /// freed. False (nothing done) when a point runs in this process.
+    fn shed(&mut self) -> bool {
+        if self.points.has_local() {
+            return false;
+        }
+        let groups: Vec<GroupKey> = self.pending.keys().copied().collect();
+        let bytes = self.pending_bytes;
+        for g in &groups {
+            self.close(g);
+        }
+        // Until each point's hello, no watermark may resolve a group whose synopses were
+        // dropped here (it would be taken for empty).
+        self.awaiting_hello = self.cfg.points.iter().map(|p| p.id).collect();
+        self.watermark.clear();
+        self.points.cut_all();
+        tracing::warn!(
+            groups = groups.len(),
+            bytes,
+            "waiting synopses over max_pending_bytes: dropped unacknowledged and connections cut; the points resend them"
+        );
+        true
+    }
+
+    /// The pending group `g`, created (and indexed) if new.
+    fn open(&mut self, g: GroupKey) -> &mut Group {
+        if !self.pending.contains_key(&g) {
+            self.by_last.insert((g.last, g));
+            match (g.kind, g.scope) {
+                (SynopsisKind::Colate, scope) => {
+                    self.colate_open.insert((scope, g.first));
+                }
+                (SynopsisKind::Lds, Scope::Segment(s)) => {
+                    self.lds_open.insert((s, g.first));
+                }
+                _ => {}
+            }
+        }
+        self.pending.entry(g).or_default()
+    }
+
+    /// Takes the pending group `g` out (and out of the indexes).
+    fn close(&mut self, g: &GroupKey) -> Option<Group> {
+        let group = self.pending.remove(g)?;
+        self.pending_bytes -= group.bytes;
+        self.by_last.remove(&(g.last, *g));
+        self.rda_blocked.remove(g);
+        match (g.kind, g.scope) {
+            (SynopsisKind::Colate, scope) => {
+                self.colate_open.remove(&(scope, g.first));
+            }
+            (SynopsisKind::Lds, Scope::Segment(s)) => {
+                self.lds_open.remove(&(s, g.first));
+            }
+            _ => {}
+        }
+        Some(group)
+    }
+
+    /// The points the oldest waiting group (RDA groups waiting for a reconciliation slot
+    /// aside) still needs a watermark from: what backpressure keeps reading. Every point when
+    /// no reconciliation is there to drain what waits (never a stall).
+    fn wanted(&self) -> Vec<u32> {
+        let oldest = self.by_last.iter().find(|(_, g)| !self.rda_blocked.contains(g));
+        let wanted: Vec<u32> = oldest.map_or_else(Vec::new, |(_, g)| {
+            self.expected(g)
+                .into_iter()
+                .filter(|p| self.watermark.get(p).is_none_or(|&w| w <= g.last))
+                .collect()
+        });
+        if wanted.is_empty() && self.rda_blocked.is_empty() && self.in_flight.is_empty() {
+            return self.cfg.points.iter().map(|p| p.id).collect();
+        }
+        wanted
+    }
+
+    /// A point's watermark went from `old` to `new`: the groups it passed may be ready.
+    fn watermark_moved(&mut self, old: u64, new: u64) {
+        if new <= old {
+            return;
+        }
+        let lo = (old, GroupKey { scope: Scope::Segment(0), kind: SynopsisKind::Fridge, first: 0, last: 0 });
+        let passed: BTreeSet<GroupKey> =
+            self.by_last.range(lo..).take_while(|(last, _)| *last < new).map(|(_, g)| *g).collect();
+        self.resolve_ready(passed);
+    }
+
+    fn is_ready(&mut self, g: &GroupKey) -> bool {
+        self.checks += 1;
         let Some(group) = self.pending.get(g) else { return false };
         for p in self.expected(g) {
             let passed = self.watermark.get(&p).is_some_and(|&w| w > g.last);
@@ -292,7 +445,7 @@ impl Engine {
         if g.kind == SynopsisKind::Colate {
             let Scope::Segment(s) = g.scope else { return false };
             // Archives take windows in order: earlier COLATE groups of the segment first.
-            if self.pending.range(..*g).any(|(o, _)| o.kind == SynopsisKind::Colate && o.scope == g.scope) {
+            if self.colate_open.range((g.scope, 0)..(g.scope, g.first)).next().is_some() {
                 return false;
             }
             if self.both_on(SynopsisKind::Lds, SynopsisKind::Colate) {
@@ -300,12 +453,7 @@ impl Engine {
                 // must have arrived (watermark passed) and been processed.
                 let lds_done =
                     self.expected(g).iter().all(|p| self.watermark.get(p).is_some_and(|&w| w > g.last));
-                let lds_pending = self.pending.keys().any(|o| {
-                    o.kind == SynopsisKind::Lds
-                        && o.scope == Scope::Segment(s)
-                        && o.first >= g.first
-                        && o.first <= g.last
-                });
+                let lds_pending = self.lds_open.range((s, g.first)..=(s, g.last)).next().is_some();
                 if !lds_done || lds_pending {
                     return false;
                 }
@@ -314,18 +462,46 @@ impl Engine {
         true
     }
 
-    fn resolve_ready(&mut self) {
-        loop {
-            let ready: Vec<GroupKey> = self.pending.keys().copied().filter(|g| self.is_ready(g)).collect();
-            if ready.is_empty() {
-                return;
+    /// Resolves the `candidates` that are ready, in group order, and then the groups each
+    /// resolution may have unblocked (a COLATE group waits for its windows' LDS groups and for
+    /// the segment's earlier COLATE group). Each check is O(log n): no rescan of what waits.
+    fn resolve_ready(&mut self, mut candidates: BTreeSet<GroupKey>) {
+        while let Some(g) = candidates.pop_first() {
+            if !self.is_ready(&g) {
+                continue;
             }
-            for g in ready {
-                if self.is_ready(&g) {
-                    self.resolve(g);
-                }
+            if g.kind == SynopsisKind::Rda && self.in_flight.len() >= memory::RDA_IN_FLIGHT {
+                // Reconciliations hold both synopses: a bounded number at a time; this one
+                // goes when a slot frees (`Event::RdaDone`).
+                self.rda_blocked.insert(g);
+                continue;
             }
+            self.resolve(g);
+            candidates.extend(self.unblocked_by(&g));
         }
+    }
+
+    /// The pending group that `g`'s leaving may have unblocked: the COLATE group of an LDS
+    /// group's window, or the segment's next COLATE group.
+    fn unblocked_by(&self, g: &GroupKey) -> Option<GroupKey> {
+        let (scope, first) = match (g.kind, g.scope) {
+            (SynopsisKind::Lds, Scope::Segment(s)) => {
+                let c = MessageKey { point: 0, segment: s, epoch: g.first, kind: SynopsisKind::Colate };
+                (g.scope, self.group_of(&c).first)
+            }
+            (SynopsisKind::Colate, scope) => {
+                *self.colate_open.range((scope, g.first)..).next().filter(|(o, _)| *o == scope)?
+            }
+            _ => return None,
+        };
+        self.colate_key(scope, first)
+    }
+
+    /// The pending COLATE group of `scope` starting at `first`, if any.
+    fn colate_key(&self, scope: Scope, first: u64) -> Option<GroupKey> {
+        let span = self.cfg.colate.windows.max(1);
+        let g = GroupKey { scope, kind: SynopsisKind::Colate, first, last: first.saturating_add(span - 1) };
+        self.pending.contains_key(&g).then_some(g)
     }
 
     /// Forgets emitted groups far behind every point (bounded memory).
@@ -336,15 +512,28 @@ impl Engine {
             return;
         };
         let passed = min.into_iter().min().unwrap_or(0).min(self.newest_epoch);
-        let floor = passed.saturating_sub(self.cfg.report.dedupe_epochs);
+        // Never past a group still open (waiting or reconciling): forgetting
+        // it would make it count as emitted, and its records would never be written.
+        let open = self
+            .pending
+            .keys()
+            .next()
+            .map(|g| g.first)
+            .into_iter()
+            .chain(self.in_flight.keys().map(|g| g.first))
+            .min()
+            .unwrap_or(u64::MAX);
+        let floor = passed.saturating_sub(self.cfg.report.dedupe_epochs).min(open);
         if floor > 0 {
             self.sink.forget_before(floor);
         }
     }
 
     fn resolve(&mut self, g: GroupKey) {
-        let Some(group) = self.pending.remove(&g) else { return };
-        let emit = !self.sink.is_emitted(&g);
+        let Some(group) = self.close(&g) else { return };
+        // Only a commit of this very group counts here, not the forgetting floor: the group was
+        // not emitted when its first synopsis arrived, or it would not be waiting.
+        let emit = !self.sink.committed(&g);
         let expected = self.expected(&g);
         let absent: Vec<&'static str> = expected
             .iter()
@@ -810,6 +999,20 @@ fn side(group: &Group, point: u32) -> Option<&Part> {
     group.parts.iter().find(|((p, _), _)| *p == point).map(|(_, part)| part)
 }
 
+/// How often a busy engine returns freed memory to the OS.
+const TRIM_EVERY: Duration = Duration::from_secs(10);
+
+/// Returns freed heap memory to the OS. glibc keeps freed blocks in its arenas (one per thread
+/// that allocated: the connection threads decode, the engine frees), so without this the RSS
+/// of a cleared backlog stays at its peak. Elsewhere a no-op.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks and trims the allocator's own arenas; it takes no pointer.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// A line for a group that could not be estimated at all.
 fn error_line(g: &GroupKey, seg: Option<&SegmentInfo>, error: &str) -> Value {
     let (scope, id) = match g.scope {
@@ -883,5 +1086,171 @@ mod tests {
         assert_eq!(line["missing"], json!(["timestamp_cache:point 1"]), "{line}");
         assert!(line["loss"]["lost"].is_null() && line["loss"]["rate"].is_null(), "{line}");
         assert!(out.latest.as_ref().is_none_or(|l| l.loss_rate.is_none()));
+    }
+
+    /// An engine over a two-point LDA collector (segment 10: 1 → 2) writing to `dir`.
+    fn lda_engine(dir: &std::path::Path, extra: &str) -> (Engine, Arc<PeerConfig>) {
+        let text = format!(
+            r#"
+[collector]
+listen = "127.0.0.1:0"
+key_file = "k"
+records = "{records}"
+{extra}
+[[point]]
+id = 1
+name = "a"
+[[point]]
+id = 2
+name = "b"
+[[segment]]
+id = 10
+upstream = 1
+downstream = 2
+[synopses.lda]
+banks = [{{ rows = 16, p = 1.0 }}]
+seed = 7
+"#,
+            records = dir.join("r.jsonl").display()
+        );
+        let cfg = Arc::new(PeerConfig::parse(&text, std::path::Path::new("c.toml")).unwrap());
+        let sink = RecordSink::open(dir.join("r.jsonl").to_str().unwrap(), cfg.commit_log_path().as_deref())
+            .unwrap();
+        let (jobs, _) = crossbeam::channel::unbounded();
+        let engine =
+            Engine::new(cfg.clone(), Arc::new(Points::default()), Arc::new(Metrics::default()), sink, jobs);
+        (engine, cfg)
+    }
+
+    fn lda_epoch(cfg: &PeerConfig, point: u32, epoch: u64) -> Event {
+        let lda = Lda::new(cfg.synopses.lda.as_ref().unwrap()).unwrap();
+        Event::Epoch {
+            key: MessageKey { point, segment: 10, epoch, kind: SynopsisKind::Lda },
+            complete: true,
+            epoch_len_ns: 1_000_000,
+            bytes: 300 << 10,
+            decoded: Ok(Decoded::Lda(Box::new(lda))),
+        }
+    }
+
+    fn progress(point: u32, watermark: u64) -> Event {
+        Event::Progress { point, watermark, given_up: Vec::new() }
+    }
+
+    #[test]
+    fn a_watermark_advance_checks_only_the_groups_it_passed() {
+        // Point 1 delivers N epochs; point 2 (silent) passes them one at a time. Each advance
+        // may make one group ready: a rescan of everything waiting per event would make
+        // N²/2 checks, the index makes about one per advance.
+        const N: u64 = 2_000;
+        let dir = tempfile::tempdir().unwrap();
+        let (mut e, cfg) = lda_engine(dir.path(), "");
+        e.handle(Event::Connected { point: 1, conn: 1, watermark: 0 });
+        e.handle(Event::Connected { point: 2, conn: 2, watermark: 0 });
+        for epoch in 0..N {
+            e.handle(lda_epoch(&cfg, 1, epoch));
+        }
+        e.handle(progress(1, N));
+        assert_eq!(e.pending.len() as u64, N, "every group waits for point 2");
+        let before = e.checks;
+        for w in 1..=N {
+            e.handle(progress(2, w));
+            assert_eq!(e.pending.len() as u64, N - w, "the passed group resolved at once");
+        }
+        let checks = e.checks - before;
+        assert!(checks <= 2 * N, "{checks} readiness checks for {N} advances");
+        assert_eq!(e.sink.records_written(), N);
+        assert!(e.by_last.is_empty() && e.colate_open.is_empty() && e.lds_open.is_empty());
+    }
+
+    #[test]
+    fn forgetting_never_passes_a_group_still_waiting() {
+        // dedupe_epochs = 1: a group that waits while both watermarks are far past it (here an
+        // RDA reconciliation in flight stands for any reason to wait) must still be emitted,
+        // and its resent synopses must not be taken for already-emitted ones.
+        let dir = tempfile::tempdir().unwrap();
+        let (mut e, cfg) = lda_engine(dir.path(), "[report]\ndedupe_epochs = 1");
+        e.handle(Event::Connected { point: 1, conn: 1, watermark: 0 });
+        e.handle(Event::Connected { point: 2, conn: 2, watermark: 0 });
+        let g = e.group_of(&MessageKey { point: 1, segment: 10, epoch: 3, kind: SynopsisKind::Lda });
+        // Group 3 held open: take it out of the ready path by parking it as in flight.
+        e.in_flight.insert(
+            g,
+            InFlight {
+                keys: vec![],
+                seg: cfg.segment(10).unwrap(),
+                complete: true,
+                absent: vec![],
+                emit: true,
+            },
+        );
+        for epoch in 0..20 {
+            e.handle(lda_epoch(&cfg, 1, epoch));
+            e.handle(lda_epoch(&cfg, 2, epoch));
+        }
+        e.handle(progress(1, 20));
+        e.handle(progress(2, 20));
+        assert!(!e.sink.is_emitted(&g), "the floor passed a group still in flight");
+    }
+
+    #[test]
+    fn waiting_groups_never_hold_more_than_max_pending_bytes_and_nothing_is_given_up() {
+        // 300 KiB per synopsis, a 1 MiB budget: the fourth waiting group sheds everything
+        // waiting, unacknowledged (the points resend it), instead of giving a group up.
+        let dir = tempfile::tempdir().unwrap();
+        let (mut e, cfg) = lda_engine(dir.path(), "max_pending_bytes = 1048576");
+        e.handle(Event::Connected { point: 1, conn: 1, watermark: 0 });
+        e.handle(Event::Connected { point: 2, conn: 2, watermark: 0 });
+        for epoch in 0..10 {
+            e.handle(lda_epoch(&cfg, 1, epoch));
+            assert!(e.pending_bytes <= 1 << 20, "{} bytes pending", e.pending_bytes);
+        }
+        assert_eq!(e.metrics.get(metrics::PEER_GIVEN_UP, &[("reason", "pending_overflow")]), 0.0);
+        // The old connections' progress no longer counts: nothing resolves with a side taken
+        // for empty whose synopses were dropped.
+        e.handle(progress(2, 10));
+        assert_eq!(e.sink.records_written(), 0);
+        // The points reconnect and resend: every group is emitted once.
+        e.handle(Event::Connected { point: 1, conn: 3, watermark: 0 });
+        e.handle(Event::Connected { point: 2, conn: 4, watermark: 0 });
+        for epoch in 0..10 {
+            e.handle(lda_epoch(&cfg, 1, epoch));
+            e.handle(lda_epoch(&cfg, 2, epoch));
+            assert!(e.pending_bytes <= 1 << 20);
+        }
+        assert_eq!(e.sink.records_written(), 10);
+        assert_eq!((e.pending.len(), e.pending_bytes), (0, 0));
+    }
+
+    #[test]
+    fn rda_reconciliations_in_flight_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut e, _) = lda_engine(dir.path(), "");
+        let g = |epoch| GroupKey {
+            scope: Scope::Segment(10),
+            kind: SynopsisKind::Rda,
+            first: epoch,
+            last: epoch,
+        };
+        e.handle(Event::Connected { point: 1, conn: 1, watermark: 0 });
+        e.handle(Event::Connected { point: 2, conn: 2, watermark: 0 });
+        // RDA groups with nothing to reconcile still go through the slot rule: park 16 as in
+        // flight, then one more ready group must wait for a slot.
+        for epoch in 0..memory::RDA_IN_FLIGHT as u64 {
+            e.in_flight.insert(
+                g(epoch),
+                InFlight {
+                    keys: vec![],
+                    seg: e.cfg.segment(10).unwrap(),
+                    complete: true,
+                    absent: vec![],
+                    emit: true,
+                },
+            );
+        }
+        e.open(g(100));
+        e.handle(progress(1, 200));
+        e.handle(progress(2, 200));
+        assert!(e.rda_blocked.contains(&g(100)) && e.pending.contains_key(&g(100)), "waits for a slot");
     }
 }

@@ -60,6 +60,10 @@ pub(crate) struct Points {
     local: Mutex<HashMap<u32, Arc<LocalPoint>>>,
     next_request: AtomicU64,
     next_conn: AtomicU64,
+    /// Encoded synopsis bytes the engine's waiting groups hold (the engine sets it).
+    engine_bytes: AtomicU64,
+    /// The points the oldest waiting group waits for (the engine sets it).
+    wanted: Mutex<Vec<u32>>,
 }
 
 impl Points {
@@ -80,8 +84,40 @@ impl Points {
         }
     }
 
+    /// True when some point runs in this process (its synopses cannot be resent on demand).
+    pub(crate) fn has_local(&self) -> bool {
+        !lock(&self.local).is_empty()
+    }
+
+    /// Cuts every point's connection: each reconnects and resends everything unacknowledged.
+    pub(crate) fn cut_all(&self) {
+        for (_, link) in lock(&self.links).drain() {
+            lock(&link.writer).shutdown();
+        }
+    }
+
     pub(crate) fn add_local(&self, point: u32, lp: Arc<LocalPoint>) {
         lock(&self.local).insert(point, lp);
+    }
+
+    /// The engine's waiting groups now hold `bytes`.
+    pub(crate) fn set_engine_bytes(&self, bytes: u64) {
+        self.engine_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The engine's oldest waiting group waits for these points.
+    pub(crate) fn set_wanted(&self, points: Vec<u32>) {
+        *lock(&self.wanted) = points;
+    }
+
+    /// Backpressure: when the waiting groups hold more than `soft` bytes, only the points the
+    /// oldest waiting group waits for are read; the others wait before their next frame (TCP
+    /// holds them back, and their queues and spill directories, not the collector's memory,
+    /// take the backlog). When nothing waits for a point (the RDA reconciliations are behind),
+    /// every point waits while the reconciliations, whose look-up answers are exempt (see
+    /// `read_loop`), drain what is pending.
+    pub(crate) fn should_pause(&self, point: u32, soft: u64) -> bool {
+        self.engine_bytes.load(Ordering::Relaxed) > soft && !lock(&self.wanted).contains(&point)
     }
 
     pub(crate) fn connected(&self) -> usize {
@@ -427,7 +463,19 @@ fn read_loop(
     link: &Link,
     ctx: &NetCtx,
 ) -> Result<(), (&'static str, String)> {
+    let soft = ctx.cfg.collector.max_pending_bytes / 2;
     loop {
+        // Backpressure (`Points::should_pause`), except while an RDA look-up waits for this
+        // point's answer on this very stream.
+        while ctx.points.should_pause(point, soft)
+            && lock(&link.pending).is_empty()
+            && !ctx.stop.load(Ordering::SeqCst)
+        {
+            if lock(&ctx.points.links).get(&point).is_none_or(|l| l.conn != link.conn) {
+                return Ok(()); // replaced by a newer connection, or cut
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let m = match reader.read() {
             Ok(m) => m,
             Err(ConnError::Closed) => return Ok(()),
@@ -440,6 +488,10 @@ fn read_loop(
             Err(e) => return Err((e.reason(), e.to_string())),
         };
         ctx.metrics.inc(metrics::FRAMES, &[("type", m.msg_type().name())], 1);
+        if lock(&ctx.points.links).get(&point).is_none_or(|l| l.conn != link.conn) {
+            // Cut (load shedding) or replaced: the point resends on its new connection.
+            return Ok(());
+        }
         match m {
             Message::Epoch(f) => match ctx.check_epoch(point, &f) {
                 Ok(decoded) => {
@@ -447,6 +499,7 @@ fn read_loop(
                         key: f.key,
                         complete: f.complete,
                         epoch_len_ns: f.epoch_len_ns,
+                        bytes: f.synopsis.len() as u64,
                         decoded: Ok(decoded),
                     });
                 }
@@ -458,6 +511,7 @@ fn read_loop(
                         key: f.key,
                         complete: f.complete,
                         epoch_len_ns: f.epoch_len_ns,
+                        bytes: 0,
                         decoded: Err(text),
                     });
                 }
@@ -478,5 +532,23 @@ fn read_loop(
                 return Err(("protocol", format!("unexpected {} from a point", other.msg_type().name())));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn over_the_soft_limit_only_the_points_waited_for_are_read() {
+        let p = Points::default();
+        p.set_wanted(vec![2]);
+        p.set_engine_bytes(100);
+        assert!(!p.should_pause(1, 100), "at the limit nobody waits");
+        p.set_engine_bytes(101);
+        assert!(p.should_pause(1, 100), "nothing waits for point 1");
+        assert!(!p.should_pause(2, 100), "the oldest group waits for point 2");
+        p.set_wanted(vec![]);
+        assert!(p.should_pause(2, 100), "only reconciliations are behind: everyone waits");
     }
 }

@@ -197,6 +197,11 @@ impl RecordSink {
         g.last < self.floor || self.emitted.contains(g)
     }
 
+    /// True when this group's commit is remembered (the floor aside).
+    pub fn committed(&self, g: &GroupKey) -> bool {
+        self.emitted.contains(g)
+    }
+
     /// Groups remembered.
     pub fn remembered(&self) -> usize {
         self.emitted.len()
