@@ -63,6 +63,10 @@ pub struct Plan<'a> {
     pub colate_origin_ns: u64,
     /// The peer's records file.
     pub records: &'a Path,
+    /// COLATE's latency floor between the points' clocks (`[colate] latency_floor_ns`): the
+    /// demo knows B's clock offset, so the floor is minus its size, less one timestamp step
+    /// (the pcaps' µs flooring), as an operator would set it from the offset they know of.
+    pub colate_latency_floor_ns: i64,
 }
 
 impl Plan<'_> {
@@ -130,6 +134,7 @@ fridge_epochs = 10000
 
 [colate]
 windows = 1
+latency_floor_ns = {floor}
 
 [[point]]
 id = 1
@@ -158,6 +163,7 @@ payload_prefix_bytes = 32
         key = quoted(&key),
         records = quoted(plan.records),
         epoch_ns = plan.epoch_len_ms * 1_000_000,
+        floor = plan.colate_latency_floor_ns,
         synopses = plan.synopses(),
     );
     let path = plan.collector_toml();
