@@ -450,10 +450,7 @@ mod tests {
 
     #[test]
     fn sizing_keys_refuse_conflicts_and_unreachable_targets() {
-        let field = |json: &str| {
-            let e = serde_json::from_str::<LdsConfig>(json).unwrap_err().to_string();
-            e
-        };
+        let field = |json: &str| serde_json::from_str::<LdsConfig>(json).unwrap_err().to_string();
         assert!(field(r#"{"expected_flows": 10, "width": 100}"#).contains("width"));
         assert!(field(r#"{"expected_flows": 10, "vlda_len": 4}"#).contains("vlda_len"));
         assert!(field(r#"{"rows": 4, "width": 100, "expected_loss": 0.1}"#).contains("expected_loss"));

@@ -361,7 +361,7 @@ mod tests {
 
     fn entry(i: u32) -> FlowEntry {
         let k = key(i);
-        let encap = if i % 4 == 0 { Encap::NONE } else { Encap::new(EncapKind::Vxlan, 5000 + i) };
+        let encap = if i.is_multiple_of(4) { Encap::NONE } else { Encap::new(EncapKind::Vxlan, 5000 + i) };
         FlowEntry { key: k, flow_hash: k.hash(7), encap }
     }
 
