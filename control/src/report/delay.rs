@@ -463,13 +463,13 @@ impl Collector for View {
         histograms(
             &mut enc,
             "wirelat_fridge_delay_seconds",
-            "Request-response delay at a point, by point and exchange kind: the fridge's estimated pairs on fixed buckets (docs/monitoring.md)",
+            "Request-response delay at a point, by point (name and id) and exchange kind: the fridge's estimated pairs on fixed buckets (docs/monitoring.md)",
             &s.fridge,
         )?;
         histograms(
             &mut enc,
             "wirelat_fridge_subset_delay_seconds",
-            "Request-response delay at a point, by point, exchange kind and configured subset (client prefix, server port, or other)",
+            "Request-response delay at a point, by point (name and id), exchange kind and configured subset (client prefix, server port, or other)",
             &s.fridge_subset,
         )?;
         histograms(
