@@ -23,10 +23,12 @@
 #                 named so that the test does not depend on that)
 #   prometheus    tests/prometheus.rs (W16): a real Prometheus scrapes two points and a
 #                 collector on 127.0.0.1 and evaluates every query of the Grafana dashboard
+#   librsvg2-bin  rsvg-convert, for scripts/dashboard-picture.sh (the README's dashboard PNG;
+#                 not needed by the tests)
 set -euo pipefail
 
 PACKAGES=(libdpdk-dev dpdk-dev libclang-dev clang pkg-config libpcap-dev build-essential libhwloc-dev libudev-dev
-          tcpdump ethtool iputils-ping curl bind9-dnsutils dnsmasq-base iproute2 python3 prometheus)
+          tcpdump ethtool iputils-ping curl bind9-dnsutils dnsmasq-base iproute2 python3 prometheus librsvg2-bin)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -437,12 +437,17 @@ fn collector_exposes_delay_histograms_that_agree_with_its_records() {
     ship_points(d, &collector, &key, synopses, &trace_pcaps(d), "");
     let addr: std::net::SocketAddr =
         collector.wait_for_line("metrics on http://").trim_end_matches("/metrics").parse().expect("address");
-    // The fridge groups close with the points' final watermarks: wait for their records.
+    // The fridge groups close with the points' final watermarks: wait for their records (the
+    // series exist at 0 from the start, so wait for counts at both points).
     let started = std::time::Instant::now();
+    let counted = |page: &str, point: &str| {
+        page.lines()
+            .filter(|l| l.starts_with(&format!("wirelat_fridge_delay_seconds_count{{point=\"{point}\"")))
+            .any(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).is_some_and(|v| v > 0.0))
+    };
     let page = loop {
         let page = Collector::http_get(addr, "/metrics");
-        if page.contains("wirelat_fridge_delay_seconds_count{point=\"b\"") || started.elapsed() > RUN_TIMEOUT
-        {
+        if (counted(&page, "a") && counted(&page, "b")) || started.elapsed() > RUN_TIMEOUT {
             break page;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -480,7 +485,7 @@ fn collector_exposes_delay_histograms_that_agree_with_its_records() {
         let buckets = histogram_buckets(
             &page,
             "wirelat_fridge_delay_seconds",
-            &format!("point=\"{point}\",kind=\"{kind}\""),
+            &format!("point=\"{point}\",point_id=\"{}\",kind=\"{kind}\"", r["point_id"]),
         );
         for q in r["quantiles"].as_array().expect("quantiles") {
             let (p, want) = (q["q"].as_f64().expect("q"), q["delay_ns"].as_f64().expect("delay") * 1e-9);
@@ -502,188 +507,11 @@ fn collector_exposes_delay_histograms_that_agree_with_its_records() {
 /// The collector's fixed bucket bounds (docs/monitoring.md).
 const BUCKETS: [f64; 22] = wirelat_control::report::delay::BUCKETS_SECONDS;
 
-/// A process killed (and reaped) when the test ends, failed or not.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `s` percent-encoded for a URL query value.
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// Prometheus's instant query `expr`: its `data.result` array (panics on an error status).
-fn prom_query(addr: std::net::SocketAddr, expr: &str) -> Vec<serde_json::Value> {
-    let r = Collector::http_get(addr, &format!("/api/v1/query?query={}", urlencode(expr)));
-    let body = r.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    let v: serde_json::Value =
-        serde_json::from_str(body).unwrap_or_else(|e| panic!("{expr}: not JSON ({e}):\n{r}"));
-    assert_eq!(v["status"], "success", "{expr}:\n{v}");
-    v["data"]["result"].as_array().cloned().unwrap_or_default()
-}
-
-/// The numeric value of one instant-vector sample.
-fn sample_value(s: &serde_json::Value) -> f64 {
-    s["value"][1].as_str().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
-}
-
-/// Item 3 of W16: the real Prometheus (Debian's package, installed by scripts/setup.sh)
-/// scrapes two points (`wirelat offline` shipping the seeded trace, `[metrics]` lingering) and
-/// the collector on 127.0.0.1. Every query of the Grafana dashboard
-/// (docs/grafana/wirelat-two-point.json) must return data without error; the points' counters
-/// in Prometheus equal their totals at exit; Prometheus's `histogram_quantile` of the fridge
-/// equals the one the tests compute from the collector's page.
-#[test]
-fn prometheus_evaluates_every_dashboard_query_on_two_points_and_a_collector() {
-    let prometheus = ["/usr/bin/prometheus", "/usr/local/bin/prometheus"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("prometheus is not installed: run scripts/setup.sh");
-    let dir = scratch();
-    let d = dir.path();
-    trace(d);
-    let key = write_key(d);
-    let synopses = "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n[synopses.fridge]\n\
-                    [synopses.fridge.subsets]\nby = \"server_port\"\nports = [80, 443, 53]\n";
-    let config = collector_config(d, &key, synopses);
-    let text = std::fs::read_to_string(&config).expect("config");
-    std::fs::write(&config, text.replace("[collector]\n", "[collector]\nmetrics_listen = \"127.0.0.1:0\"\n"))
-        .expect("config");
-    let mut collector = Collector::start(&config);
-    let metrics_addr = |c: &mut Collector| -> std::net::SocketAddr {
-        c.wait_for_line("metrics on http://").trim_end_matches("/metrics").parse().expect("metrics address")
-    };
-    let collector_metrics = metrics_addr(&mut collector);
-    let mut points = Vec::new();
-    for (id, name) in [(1, "a"), (2, "b")] {
-        let config = d.join(format!("{name}.toml"));
-        let text = format!(
-            "[point]\nid = {id}\n[segments]\nforward = 40\nreverse = 41\n[epochs]\nlength_ms = 100\n\
-             [metrics]\nlisten = \"127.0.0.1:0\"\nlinger_ms = 600000\n\
-             [ship]\npeer = \"{}\"\nkey_file = \"{}\"\nbackoff_initial_ms = 20\nclose_timeout_ms = 30000\n{synopses}",
-            collector.addr,
-            key.display()
-        );
-        std::fs::write(&config, text).expect("point config");
-        let mut cmd = wirelat();
-        cmd.args(["offline", "--config"]).arg(&config);
-        cmd.arg("--port0").arg(d.join(format!("{name}_port0.pcap")));
-        cmd.arg("--port1").arg(d.join(format!("{name}_port1.pcap")));
-        let mut p = Collector::spawn(cmd);
-        let addr = metrics_addr(&mut p);
-        points.push((p, addr));
-    }
-    let prom_addr =
-        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port");
-    let targets = |addrs: &[std::net::SocketAddr]| {
-        addrs.iter().map(|a| format!("\"{a}\"")).collect::<Vec<_>>().join(", ")
-    };
-    let prom_config = d.join("prometheus.yml");
-    std::fs::write(
-        &prom_config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n\
-             \x20 - job_name: wirelat-points\n    static_configs:\n      - targets: [{}]\n\
-             \x20 - job_name: wirelat-collector\n    static_configs:\n      - targets: [{}]\n",
-            targets(&points.iter().map(|(_, a)| *a).collect::<Vec<_>>()),
-            targets(&[collector_metrics])
-        ),
-    )
-    .expect("prometheus config");
-    let prom_log = std::fs::File::create(d.join("prometheus.log")).expect("log");
-    let _prometheus = KillOnDrop(
-        std::process::Command::new(prometheus)
-            .arg(format!("--config.file={}", prom_config.display()))
-            .arg(format!("--storage.tsdb.path={}", d.join("tsdb").display()))
-            .arg(format!("--web.listen-address={prom_addr}"))
-            .stdout(Stdio::null())
-            .stderr(prom_log)
-            .spawn()
-            .expect("start prometheus"),
-    );
-    // Both points finished (their final values scraped) and the collector's fridge exposed;
-    // then a few more scrapes so every rate() has samples.
-    let started = std::time::Instant::now();
-    let ready = |expr: &str, want: f64| {
-        std::net::TcpStream::connect(prom_addr).is_ok()
-            && prom_query(prom_addr, expr).first().map(sample_value) == Some(want)
-    };
-    while !(ready("count(wirelat_point_finished == 1)", 2.0)
-        && ready("count(count by (point) (wirelat_fridge_delay_seconds_count)) > 0", 2.0))
-    {
-        let log = std::fs::read_to_string(d.join("prometheus.log")).unwrap_or_default();
-        assert!(started.elapsed() < RUN_TIMEOUT, "Prometheus never saw both points finish:\n{log}");
-        std::thread::sleep(std::time::Duration::from_millis(250));
-    }
-    eprintln!("Prometheus saw both points finish after {:?}", started.elapsed());
-    std::thread::sleep(std::time::Duration::from_secs(3));
-    let dashboard: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(repo_path("docs/grafana/wirelat-two-point.json")).expect("dashboard"),
-    )
-    .expect("dashboard JSON");
-    let mut exprs = 0;
-    for panel in dashboard["panels"].as_array().expect("panels") {
-        for target in panel["targets"].as_array().expect("targets") {
-            let expr = target["expr"].as_str().expect("expr");
-            let result = prom_query(prom_addr, expr);
-            assert!(!result.is_empty(), "panel {:?}: {expr} returned nothing", panel["title"]);
-            exprs += 1;
-        }
-    }
-    assert!(exprs >= 20, "{exprs} expressions");
-    // Prometheus's histogram_quantile equals the tests' (used against the records above).
-    let page = Collector::http_get(collector_metrics, "/metrics");
-    for q in [0.5, 0.99] {
-        let expr = format!("histogram_quantile({q}, wirelat_fridge_delay_seconds_bucket)");
-        for s in prom_query(prom_addr, &expr) {
-            let (point, kind) =
-                (s["metric"]["point"].as_str().expect("point"), s["metric"]["kind"].as_str().expect("kind"));
-            let buckets = histogram_buckets(
-                &page,
-                "wirelat_fridge_delay_seconds",
-                &format!("point=\"{point}\",kind=\"{kind}\""),
-            );
-            let mine = histogram_quantile(q, &buckets).unwrap_or(f64::NAN);
-            let theirs = sample_value(&s);
-            assert!(
-                (mine - theirs).abs() <= 1e-9 * theirs.abs() || (mine.is_nan() && theirs.is_nan()),
-                "{expr} {point} {kind}: {mine} vs {theirs}"
-            );
-        }
-    }
-    // The points' counters in Prometheus equal their totals at exit.
-    for (mut p, addr) in points {
-        let f = log_fields(&p.wait_for_line("offline run finished"));
-        assert!(!p.log().contains("epochs lost"), "{}", p.log());
-        p.kill(); // still lingering
-        for (family, field) in [
-            ("wirelat_publish_messages_total", "messages"),
-            ("wirelat_publish_epochs_total", "epochs"),
-            ("wirelat_measure_measured_packets_total", "measured"),
-        ] {
-            let got = prom_query(prom_addr, &format!("{family}{{instance=\"{addr}\"}}"));
-            let want: f64 = f[field].parse().expect("number");
-            assert_eq!(got.first().map(sample_value), Some(want), "{family} of {addr}");
-        }
-    }
-    collector.stop();
-}
-
 /// Many collectors (`[[route]]`): three collectors, four points. Points 1 and 2 measure
 /// segments 40 and 41, points 3 and 4 (the same traffic) segments 50 and 51. X owns 40, 41 and
 /// the fridge of points 1 and 2; Y owns 50; Z owns 51 and the fridge of points 3 and 4, so
-/// points 3 and 4 split their output over two collectors. (A collector names at most two
-/// points, `a` and `b`, so no collector here takes more than two.) Every segment's records are
+/// points 3 and 4 split their output over two collectors. (One collector owning segments of
+/// both pairs is the next test.) Every segment's records are
 /// at exactly one collector, and nothing is lost: every sink of every point had each delivered
 /// epoch synopsis acknowledged.
 #[test]
@@ -798,4 +626,134 @@ fn three_collectors_split_four_points_by_segment() {
     .map(|(w, c)| (w.to_owned(), BTreeSet::from([c])))
     .collect();
     assert_eq!(seen, expected);
+}
+
+/// A collector owning segments of two point pairs (`[[point]]` 1–4; names repeat, ids tell
+/// them apart): points 1 and 2 measure segments 40 and 41, points 3 and 4 the same traffic as
+/// 50 and 51, all shipping to the one collector, which owns 40, 41 and 50 but not 51. Every
+/// owned segment has a record for every epoch, and pair (3, 4)'s segment 50 gets exactly the
+/// estimates pair (1, 2)'s segment 40 gets; each point's fridge is reported under its own id.
+/// Segment 51 is misrouted: its epochs are acknowledged and dropped, counted per point and
+/// segment in `wirelat_peer_unowned_epochs_total`, and logged once per point and segment.
+#[test]
+fn one_collector_owns_segments_of_two_point_pairs_and_names_misrouted_ones() {
+    let dir = scratch();
+    let d = dir.path();
+    trace(d);
+    let key = write_key(d);
+    let synopses = "[synopses.lda]\nbanks = [{ rows = 256, p = 1.0 }]\nseed = 9\n[synopses.fridge]\n";
+    let mut text = format!(
+        "[collector]\nlisten = \"127.0.0.1:0\"\nkey_file = \"{}\"\nrecords = \"{}\"\nmetrics_listen = \"127.0.0.1:0\"\n",
+        key.display(),
+        d.join("records.jsonl").display()
+    );
+    for (id, name) in [(1, "a"), (2, "b"), (3, "a"), (4, "b")] {
+        text.push_str(&format!("[[point]]\nid = {id}\nname = \"{name}\"\n"));
+    }
+    for (id, up, down) in [(40, 1, 2), (41, 2, 1), (50, 3, 4)] {
+        text.push_str(&format!("[[segment]]\nid = {id}\nupstream = {up}\ndownstream = {down}\n"));
+    }
+    text.push_str(synopses);
+    let config = d.join("collector.toml");
+    std::fs::write(&config, text).expect("collector config");
+    let mut collector = Collector::start(&config);
+    let metrics: std::net::SocketAddr =
+        collector.wait_for_line("metrics on http://").trim_end_matches("/metrics").parse().expect("address");
+    let children: Vec<(u32, Child)> = [(1, "a", 40, 41), (2, "b", 40, 41), (3, "a", 50, 51), (4, "b", 50, 51)]
+        .into_iter()
+        .map(|(id, pcaps, forward, reverse)| {
+            let config = d.join(format!("point{id}.toml"));
+            let text = format!(
+                "[point]\nid = {id}\n[segments]\nforward = {forward}\nreverse = {reverse}\n[epochs]\nlength_ms = 100\n\
+                 [ship]\npeer = \"{}\"\nkey_file = \"{}\"\nbackoff_initial_ms = 20\nclose_timeout_ms = 30000\n{synopses}",
+                collector.addr,
+                key.display()
+            );
+            std::fs::write(&config, text).expect("point config");
+            let child = wirelat()
+                .args(["offline", "--config"])
+                .arg(&config)
+                .arg("--port0")
+                .arg(d.join(format!("{pcaps}_port0.pcap")))
+                .arg("--port1")
+                .arg(d.join(format!("{pcaps}_port1.pcap")))
+                .env("RUST_LOG", "info")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start wirelat offline");
+            (id, child)
+        })
+        .collect();
+    let mut epochs = BTreeMap::new();
+    for (id, child) in children {
+        let output = wait_with_timeout(child, RUN_TIMEOUT);
+        assert!(output.status.success(), "point {id}: {}", describe(&output));
+        let log = String::from_utf8_lossy(&output.stderr);
+        let closed = log.lines().find(|l| l.contains("network sink closed")).map(log_fields);
+        let closed = closed.unwrap_or_else(|| panic!("point {id}: {log}"));
+        assert_eq!(closed["given_up"], "0", "point {id}: {closed:?}");
+        assert_eq!(closed["acked"], closed["delivered"], "point {id}: {closed:?}");
+        let done = log.lines().find(|l| l.contains("offline run finished")).map(log_fields);
+        let n: u64 = done.and_then(|f| f.get("epochs")?.parse().ok()).unwrap_or_else(|| panic!("{log}"));
+        epochs.insert(id, n);
+    }
+    assert!(epochs.values().all(|&n| n == epochs[&1] && n >= 5), "{epochs:?}");
+    let page = Collector::http_get(metrics, "/metrics");
+    let log = collector.stop();
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(d.join("records.jsonl"))
+        .expect("records")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    // Per owned segment: one record per epoch; the estimates without the segment's own
+    // names (segment id, points) are the same for both pairs.
+    let of_segment = |seg: u64| -> Vec<serde_json::Value> {
+        records
+            .iter()
+            .filter(|r| r["record"] == "segment" && r["segment"] == seg)
+            .map(|r| {
+                let mut r = r.clone();
+                let o = r.as_object_mut().expect("object");
+                for k in ["segment", "upstream", "downstream", "upstream_id", "downstream_id"] {
+                    o.remove(k);
+                }
+                r
+            })
+            .collect()
+    };
+    for seg in [40, 41, 50] {
+        assert_eq!(of_segment(seg).len() as u64, epochs[&1], "segment {seg}:\n{records:?}\n{log}");
+    }
+    assert_eq!(of_segment(50), of_segment(40));
+    assert!(of_segment(51).is_empty());
+    let fridge_ids: BTreeSet<u64> = records
+        .iter()
+        .filter(|r| r["record"] == "fridge_quantiles")
+        .filter_map(|r| r["point_id"].as_u64())
+        .collect();
+    assert_eq!(fridge_ids, BTreeSet::from([1, 2, 3, 4]));
+    // Same traffic at points 1 and 3 (both "a"): two series with the same counts.
+    let count = |id: u32| {
+        page.lines()
+            .filter(|l| {
+                l.starts_with(&format!("wirelat_fridge_delay_seconds_count{{point=\"a\",point_id=\"{id}\","))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    assert!(count(1) > 0.0 && count(1) == count(3), "{page}");
+    // The misrouted segment: every epoch of it counted per point, one log line per point.
+    for (point, n) in [(3, epochs[&3]), (4, epochs[&4])] {
+        let s =
+            format!("wirelat_peer_unowned_epochs_total{{point=\"{point}\",segment=\"51\",synopsis=\"lda\"}}");
+        assert_eq!(series_value(&page, &s), Some(n as f64), "{s}:\n{page}");
+        let logged: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("acknowledged and dropped") && l.contains(&format!("point={point}")))
+            .collect();
+        assert_eq!(logged.len(), 1, "point {point}: {logged:?}");
+        assert!(logged[0].contains("segment=51"), "{logged:?}");
+    }
+    assert!(!page.contains("wirelat_peer_unowned_epochs_total{point=\"1\""), "{page}");
 }

@@ -112,6 +112,7 @@ pub fn start(cfg: PeerConfig) -> Result<PeerHandle, PeerError> {
         .map_err(|source| PeerError::Records { path: cfg.collector.records.clone(), source })?;
     let cfg = Arc::new(cfg);
     let metrics = Arc::new(Metrics::default());
+    metrics.delay().declare(&declared_series(&cfg));
     let points = Arc::new(Points::default());
     let stop = Arc::new(AtomicBool::new(false));
     // Each event may carry a decoded synopsis: the inbox's depth is part of the memory bound
@@ -158,6 +159,37 @@ pub fn start(cfg: PeerConfig) -> Result<PeerHandle, PeerError> {
         listener: Some(listener),
         metrics_server,
     })
+}
+
+/// The delay series `cfg` announces, created at zero at start ([`DelayMetrics::declare`]
+/// says why): the fridge's per point, kind and subset, and per segment those of every synopsis
+/// that writes `segment` records.
+///
+/// [`DelayMetrics::declare`]: crate::report::delay::DelayMetrics::declare
+fn declared_series(cfg: &PeerConfig) -> crate::report::delay::Declared {
+    use wirelat_dataplane::synopsis::SynopsisKind;
+    use wirelat_dataplane::synopsis::fridge::{SubsetMatcher, SubsetRule};
+    let mut d = crate::report::delay::Declared::default();
+    if let Some(f) = &cfg.synopses.fridge {
+        d.points = cfg.points.iter().map(|p| (p.name.name().to_owned(), p.id.to_string())).collect();
+        d.fridge_kinds = f
+            .kinds
+            .iter()
+            .filter_map(|k| serde_json::to_value(k.kind).ok()?.as_str().map(str::to_owned))
+            .collect();
+        if f.subsets != SubsetRule::None {
+            let m = SubsetMatcher::new(&f.subsets);
+            d.fridge_subsets = (0..m.buckets()).map(|b| m.name(b)).collect();
+        }
+    }
+    for s in &cfg.segments {
+        for k in [SynopsisKind::Lda, SynopsisKind::Lds, SynopsisKind::Rda] {
+            if cfg.synopses.enables(k) {
+                d.segments.push((s.id.to_string(), k.name().to_owned()));
+            }
+        }
+    }
+    d
 }
 
 impl PeerHandle {

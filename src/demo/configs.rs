@@ -22,6 +22,7 @@ const IDENTITY_SEED: &str = "0x7769_7265_6c61_7431";
 const SYNOPSES: &str = r#"
 [synopses.fridge]
 seed = 1
+subsets = { by = "server_port", ports = [443, 80, 53] }
 kinds = [
   { kind = "tcp_handshake", fridges = [{ slots = 65536, entry_probability = 1.0 }] },
   { kind = "dns", fridges = [{ slots = 16384, entry_probability = 1.0 }] },
@@ -67,6 +68,9 @@ pub struct Plan<'a> {
     /// demo knows B's clock offset, so the floor is minus its size, less one timestamp step
     /// (the pcaps' µs flooring), as an operator would set it from the offset they know of.
     pub colate_latency_floor_ns: i64,
+    /// `--metrics-linger-s` in ms: `/metrics` on loopback at every process, and how long a
+    /// finished point keeps serving its final values. `None`: no endpoint.
+    pub metrics_linger_ms: Option<u64>,
 }
 
 impl Plan<'_> {
@@ -127,7 +131,7 @@ listen = "127.0.0.1:0"
 key_file = {key}
 records = {records}
 epoch_len_ns = {epoch_ns}
-
+{metrics}
 [report]
 top_flows = 1000000
 fridge_epochs = 10000
@@ -164,6 +168,7 @@ payload_prefix_bytes = 32
         records = quoted(plan.records),
         epoch_ns = plan.epoch_len_ms * 1_000_000,
         floor = plan.colate_latency_floor_ns,
+        metrics = if plan.metrics_linger_ms.is_some() { "metrics_listen = \"127.0.0.1:0\"\n" } else { "" },
         synopses = plan.synopses(),
     );
     let path = plan.collector_toml();
@@ -199,7 +204,7 @@ interval_ms = 1000
 
 [stop]
 idle_ms = 500
-
+{metrics}
 [point]
 id = {id}
 
@@ -246,6 +251,10 @@ device = {dev1}
         synopses = plan.synopses(),
         dev0 = device(0),
         dev1 = device(1),
+        metrics = plan
+            .metrics_linger_ms
+            .map(|ms| format!("\n[metrics]\nlisten = \"127.0.0.1:0\"\nlinger_ms = {ms}\n"))
+            .unwrap_or_default(),
     );
     let path = plan.point_toml(name);
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))

@@ -74,6 +74,11 @@ pub struct DemoArgs {
     /// Also write the run's summary (estimates, truth, errors, bound checks) as JSON here.
     #[arg(long, value_name = "FILE.json")]
     pub summary_json: Option<PathBuf>,
+    /// Serve Prometheus `/metrics` at the peer and both points on loopback (ports picked at
+    /// start and printed as `demo: metrics of …`), each point keeping its final values up this
+    /// many seconds after it finishes, so a scraper sees them (docs/monitoring.md).
+    #[arg(long, value_name = "SECONDS")]
+    pub metrics_linger_s: Option<u64>,
 }
 
 /// Where a run's files go.
@@ -130,6 +135,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
         epoch_len_ms: args.epoch_ms,
         colate_origin_ns: truth.first_ts_ns.saturating_sub(args.epoch_ms * 1_000_000),
         records: &records,
+        metrics_linger_ms: args.metrics_linger_s.map(|s| s.saturating_mul(1000)),
         colate_latency_floor_ns: -truth.clock_offset_ns.saturating_abs().saturating_add(
             match truth.resolution {
                 wirelat_trace::truth::Resolution::Us => 1_000,

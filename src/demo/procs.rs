@@ -107,6 +107,24 @@ fn peer_address(peer: &mut Proc) -> anyhow::Result<SocketAddr> {
     }
 }
 
+/// Waits for a process's `metrics on URL` log line: the URL of its `/metrics`.
+fn metrics_url(p: &mut Proc) -> anyhow::Result<String> {
+    let deadline = Instant::now() + PEER_GRACE;
+    loop {
+        let text = std::fs::read_to_string(&p.log).unwrap_or_default();
+        if let Some(rest) = text.lines().find_map(|l| l.split("metrics on ").nth(1)) {
+            return Ok(rest.split_whitespace().next().unwrap_or_default().to_owned());
+        }
+        if let Some(status) = p.child.try_wait()? {
+            return Err(p.failure(&format!("exited before serving its metrics ({status})")));
+        }
+        if Instant::now() >= deadline {
+            return Err(p.failure("did not start serving its metrics"));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
 /// Runs the peer and both points to completion.
 pub fn run_deployment(bin: &Path, plan: &Plan, timeout: Duration) -> anyhow::Result<()> {
     let collector_toml = plan.collector_toml();
@@ -118,6 +136,9 @@ pub fn run_deployment(bin: &Path, plan: &Plan, timeout: Duration) -> anyhow::Res
     )?;
     let addr = peer_address(&mut peer)?;
     println!("demo: peer listening on {addr} (log {})", peer.log.display());
+    if plan.metrics_linger_ms.is_some() {
+        println!("demo: metrics of the peer on {}", metrics_url(&mut peer)?);
+    }
 
     let mut points = Vec::new();
     for (name, label) in [("a", "point A (wirelat run)"), ("b", "point B (wirelat run)")] {
@@ -130,6 +151,11 @@ pub fn run_deployment(bin: &Path, plan: &Plan, timeout: Duration) -> anyhow::Res
         points[0].log.display(),
         points[1].log.display()
     );
+    if plan.metrics_linger_ms.is_some() {
+        for (p, name) in points.iter_mut().zip(["A", "B"]) {
+            println!("demo: metrics of point {name} on {}", metrics_url(p)?);
+        }
+    }
 
     let deadline = Instant::now() + timeout;
     let mut done = [false, false];

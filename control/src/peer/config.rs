@@ -72,6 +72,9 @@ pub enum PeerConfigError {
 /// Most epochs one group may span (`[colate] windows`, `[report] fridge_epochs`): the engine
 /// visits each epoch of a group, and holds its synopses until the group resolves.
 pub const MAX_GROUP_EPOCHS: u64 = 10_000;
+/// Most `[[point]]` tables: each point holds a connection, a watermark and RDA caches at the
+/// collector, and its id labels metric series, so the count is bounded like every other number.
+pub const MAX_POINTS: usize = 1024;
 /// Most groups `max_pending_groups` may allow.
 pub const MAX_PENDING_GROUPS: u64 = 10_000_000;
 
@@ -230,7 +233,8 @@ impl Default for ColateSection {
 pub struct PointConfig {
     /// Its `[point] id`.
     pub id: u32,
-    /// "a" (client side) or "b" (server side): the name records carry.
+    /// "a" (client side) or "b" (server side): the name records carry. Several points may
+    /// share a name (a collector owning segments of several point pairs); ids tell them apart.
     pub name: Point,
 }
 
@@ -295,18 +299,14 @@ impl PeerConfig {
         if self.synopses.is_empty() {
             return bad("synopses", "no synopsis is enabled: the collector would have nothing to do".into());
         }
-        if self.points.is_empty() || self.points.len() > 2 {
-            return bad(
-                "point",
-                format!("{} points; the records name points \"a\" and \"b\": give 1 or 2", self.points.len()),
-            );
+        if self.points.is_empty() || self.points.len() > MAX_POINTS {
+            return bad("point", format!("{} points; give 1 to {MAX_POINTS}", self.points.len()));
         }
+        // Names are sides ("a" the client side, "b" the server side), not identities: a
+        // collector owning segments of several point pairs has several points of each name.
         for (i, p) in self.points.iter().enumerate() {
-            if self.points.iter().skip(i + 1).any(|q| q.id == p.id || q.name == p.name) {
-                return bad(
-                    &format!("point[{i}]"),
-                    format!("point id {} or name {:?} given twice", p.id, p.name),
-                );
+            if self.points.iter().skip(i + 1).any(|q| q.id == p.id) {
+                return bad(&format!("point[{i}]"), format!("point id {} given twice", p.id));
             }
         }
         for (i, s) in self.segments.iter().enumerate() {
@@ -457,6 +457,24 @@ seed = 7
         let c = parse(text).unwrap();
         assert_eq!(c.segment_infos().len(), 2);
         assert_eq!(c.synopses.fingerprints(&c.packet).len(), 5);
+    }
+
+    #[test]
+    fn a_collector_takes_the_points_of_several_pairs() {
+        let four = format!(
+            "{BASE}[[point]]\nid = 3\nname = \"a\"\n[[point]]\nid = 4\nname = \"b\"\n\
+             [[segment]]\nid = 20\nupstream = 3\ndownstream = 4\n[[segment]]\nid = 21\nupstream = 4\ndownstream = 3\n"
+        );
+        let c = parse(&four).unwrap();
+        assert_eq!(c.points.len(), 4);
+        assert_eq!(c.segment(20).unwrap().direction, Direction::Forward);
+        assert_eq!(c.segment(21).unwrap().direction, Direction::Reverse);
+        let e = parse(&four.replace("id = 4\nname", "id = 3\nname")).unwrap_err();
+        assert!(e.to_string().contains("point id 3 given twice"), "{e}");
+        let many: String =
+            (0..=MAX_POINTS).map(|i| format!("[[point]]\nid = {}\nname = \"a\"\n", i + 100)).collect();
+        let e = parse(&format!("{BASE}{many}")).unwrap_err();
+        assert!(e.to_string().contains("key `point`"), "{e}");
     }
 
     #[test]

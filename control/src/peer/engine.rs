@@ -292,8 +292,15 @@ impl Engine {
     fn on_epoch(&mut self, key: MessageKey, complete: bool, bytes: u64, decoded: Result<Decoded, String>) {
         self.newest_epoch = self.newest_epoch.max(key.epoch);
         self.metrics.inc(metrics::EPOCHS, &[("point", &key.point.to_string()), ("synopsis", k(key.kind))], 1);
-        if key.kind != SynopsisKind::Fridge && self.cfg.segment(key.segment).is_none() {
-            // Refused (and logged) by the connection: drop it for good.
+        if key.kind != SynopsisKind::Fridge
+            && !self
+                .cfg
+                .segment(key.segment)
+                .is_some_and(|s| s.upstream == key.point || s.downstream == key.point)
+        {
+            // Not owned for this point: refused, counted and logged by the connection
+            // (`wirelat_peer_unowned_epochs_total`); dropped for good, and kept out of the
+            // segment's group, which pairs its two configured points only.
             self.points.ack(&key);
             return;
         }

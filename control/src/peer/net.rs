@@ -28,6 +28,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// The refusal reason of an epoch synopsis whose segment the collector does not own.
+const UNKNOWN_SEGMENT: &str = "unknown_segment";
 use wirelat_dataplane::synopsis::SynopsisKind;
 
 /// Most authenticated connections at once (connections in their handshake have their own
@@ -203,6 +206,9 @@ pub(crate) struct NetCtx {
     open: AtomicUsize,
     /// Connections in their handshake.
     handshakes: Mutex<Handshakes>,
+    /// (point, segment) pairs whose unowned epochs were already logged: a misrouted point
+    /// would otherwise log every epoch, and an operator needs the first line, not the flood.
+    unowned_logged: Mutex<std::collections::BTreeSet<(u32, u32)>>,
 }
 
 impl NetCtx {
@@ -225,11 +231,34 @@ impl NetCtx {
             epoch_len_ns: AtomicU64::new(e),
             open: AtomicUsize::new(0),
             handshakes: Mutex::new(Handshakes::default()),
+            unowned_logged: Mutex::new(std::collections::BTreeSet::new()),
         }
     }
 
     fn reject(&self, reason: &str) {
         self.metrics.inc(metrics::REJECTED, &[("reason", reason)], 1);
+    }
+
+    /// An epoch synopsis of a segment this collector does not own for `point` (not a
+    /// `[[segment]]` here, or one the point is not an end of): it is acknowledged and dropped,
+    /// so the point will not resend it. Counted per point, segment and synopsis, and logged
+    /// once per (point, segment) so a misrouted point is seen without a line per epoch.
+    fn unowned(&self, point: u32, key: &MessageKey, text: &str) {
+        let (p, s) = (point.to_string(), key.segment.to_string());
+        self.metrics.inc(
+            metrics::UNOWNED,
+            &[("point", &p), ("segment", &s), ("synopsis", key.kind.name())],
+            1,
+        );
+        if lock(&self.unowned_logged).insert((point, key.segment)) {
+            tracing::error!(
+                point,
+                segment = key.segment,
+                "{text}: its epochs are acknowledged and dropped (check the point's [segments] \
+                 and [[route]] tables and this collector's [[segment]]s); counted in \
+                 wirelat_peer_unowned_epochs_total, logged once per point and segment"
+            );
+        }
     }
 
     /// Checks a point's hello against the collector's configuration.
@@ -333,7 +362,7 @@ impl NetCtx {
         };
         if !segment_ok {
             return Err((
-                "unknown_segment",
+                UNKNOWN_SEGMENT,
                 format!("{}: segment {} is not a configured segment of point {point}", k.kind, k.segment),
                 false,
             ));
@@ -505,7 +534,11 @@ fn read_loop(
                 }
                 Err((reason, text, true)) => return Err((reason, text)),
                 Err((reason, text, false)) => {
-                    tracing::warn!(point, key = %f.key, reason, "refused an epoch synopsis: {text}");
+                    if reason == UNKNOWN_SEGMENT {
+                        ctx.unowned(point, &f.key, &text);
+                    } else {
+                        tracing::warn!(point, key = %f.key, reason, "refused an epoch synopsis: {text}");
+                    }
                     ctx.reject(reason);
                     let _ = ctx.events.send(Event::Epoch {
                         key: f.key,

@@ -244,6 +244,25 @@ fn histogram_of(bins: &Value) -> Weighted {
     w
 }
 
+/// The label set of a fridge series: the point's name (its side, "a" or "b"), its id (names
+/// repeat when a collector owns several point pairs) and the exchange kind.
+fn fridge_labels(point: &str, point_id: &str, kind: &str) -> Labels {
+    vec![("point", point.to_owned()), ("point_id", point_id.to_owned()), ("kind", kind.to_owned())]
+}
+
+/// The series a collector's configuration announces ([`DelayMetrics::declare`]).
+#[derive(Clone, Debug, Default)]
+pub struct Declared {
+    /// (name, id) of every point.
+    pub points: Vec<(String, String)>,
+    /// The fridge's exchange kinds, as records name them.
+    pub fridge_kinds: Vec<String>,
+    /// The fridge's subset names (configured subsets and "other"), when subsets are on.
+    pub fridge_subsets: Vec<String>,
+    /// (segment, synopsis) of every segment record the collector will write.
+    pub segments: Vec<(String, String)>,
+}
+
 impl DelayMetrics {
     /// With a cap of `max` label sets.
     pub fn with_max_series(max: usize) -> Self {
@@ -259,10 +278,38 @@ impl DelayMetrics {
         self.lock().dropped
     }
 
-    /// The fridge histogram of (`point`, `kind`), and of one `subset` when given.
-    pub fn fridge(&self, point: &str, kind: &str, subset: Option<&str>) -> Option<Weighted> {
+    /// Creates, at zero, the series the collector's configuration says will come: without a
+    /// first sample at 0, a series born with its first group's counts shows no increase, and
+    /// every `rate()` over it (the dashboard's quantiles and ratios) reads 0/0 until a second
+    /// group arrives — for a fridge spanning the whole run, never. The cap still applies.
+    pub fn declare(&self, d: &Declared) {
+        let mut guard = self.lock();
+        let State { fridge, fridge_subset, segment_delay, loss, loss_unknown, series, dropped, .. } =
+            &mut *guard;
+        let max = self.max_series;
+        for (name, id) in &d.points {
+            for kind in &d.fridge_kinds {
+                let base = fridge_labels(name, id, kind);
+                State::entry(series, dropped, max, fridge, base.clone());
+                for sub in &d.fridge_subsets {
+                    let mut l = base.clone();
+                    l.push(("subset", sub.clone()));
+                    State::entry(series, dropped, max, fridge_subset, l);
+                }
+            }
+        }
+        for (seg, syn) in &d.segments {
+            let l: Labels = vec![("segment", seg.clone()), ("synopsis", syn.clone())];
+            State::entry(series, dropped, max, segment_delay, l.clone());
+            State::entry(series, dropped, max, loss, l.clone());
+            State::entry(series, dropped, max, loss_unknown, l);
+        }
+    }
+
+    /// The fridge histogram of (`point`, `point_id`, `kind`), and of one `subset` when given.
+    pub fn fridge(&self, point: &str, point_id: &str, kind: &str, subset: Option<&str>) -> Option<Weighted> {
         let s = self.lock();
-        let mut l: Labels = vec![("point", point.to_owned()), ("kind", kind.to_owned())];
+        let mut l = fridge_labels(point, point_id, kind);
         match subset {
             None => s.fridge.get(&l).cloned(),
             Some(sub) => {
@@ -292,9 +339,10 @@ impl DelayMetrics {
             match line.get("record").and_then(Value::as_str) {
                 Some("fridge_quantiles") => {
                     let point = line.get("point").and_then(str_of).unwrap_or_default();
+                    let point_id = line.get("point_id").and_then(str_of).unwrap_or_default();
                     let kind = line.get("kind").and_then(str_of).unwrap_or_default();
                     let Some(report) = line.get("report") else { continue };
-                    let base: Labels = vec![("point", point), ("kind", kind)];
+                    let base = fridge_labels(&point, &point_id, &kind);
                     let all = histogram_of(&report["all"]["histogram"]);
                     if let Some(h) = State::entry(series, dropped, max, fridge, base.clone()) {
                         h.merge(&all);
@@ -415,13 +463,13 @@ impl Collector for View {
         histograms(
             &mut enc,
             "wirelat_fridge_delay_seconds",
-            "Request-response delay at a point, by point and exchange kind: the fridge's estimated pairs on fixed buckets (docs/monitoring.md)",
+            "Request-response delay at a point, by point (name and id) and exchange kind: the fridge's estimated pairs on fixed buckets (docs/monitoring.md)",
             &s.fridge,
         )?;
         histograms(
             &mut enc,
             "wirelat_fridge_subset_delay_seconds",
-            "Request-response delay at a point, by point, exchange kind and configured subset (client prefix, server port, or other)",
+            "Request-response delay at a point, by point (name and id), exchange kind and configured subset (client prefix, server port, or other)",
             &s.fridge_subset,
         )?;
         histograms(

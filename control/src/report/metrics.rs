@@ -47,6 +47,11 @@ pub const REJECTED: Family = counter(
     "wirelat_peer_rejected_total",
     "Connections, frames or synopses refused, by reason (bad_mac, bad_checksum, truncated, oversized_length, unknown_version, fingerprint_mismatch, ...).",
 );
+/// Epoch synopses of segments this collector does not own.
+pub const UNOWNED: Family = counter(
+    "wirelat_peer_unowned_epochs_total",
+    "Epoch synopses of a segment this collector does not own for the sending point (acknowledged and dropped: a misrouted point), by point, segment and synopsis.",
+);
 /// Connections accepted.
 pub const CONNECTIONS: Family =
     counter("wirelat_peer_connections_total", "Authenticated connections accepted, by point.");
@@ -114,11 +119,12 @@ pub const LATEST_QUANTILE: Family = gauge(
 );
 
 /// Every family, in exposition order.
-pub const FAMILIES: [Family; 21] = [
+pub const FAMILIES: [Family; 22] = [
     FRAMES,
     EPOCHS,
     DUPLICATES,
     REJECTED,
+    UNOWNED,
     CONNECTIONS,
     CONNECTED,
     PAIRS,

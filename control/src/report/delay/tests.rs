@@ -50,11 +50,11 @@ fn fixed_buckets_match_the_true_distribution_within_the_split_bin() {
         let delays = lognormal(seed, 200_000, median, sigma);
         let (hist, bins) = fridge_histogram(&delays);
         let mut w = Weighted::default();
-        let line = json!({"record": "fridge_quantiles", "point": "a", "kind": "dns",
+        let line = json!({"record": "fridge_quantiles", "point": "a", "point_id": 1, "kind": "dns",
                           "report": {"all": {"histogram": hist}, "subsets": []}});
         let m = Arc::new(DelayMetrics::default());
         m.observe_records(&[line]);
-        w.merge(&m.fridge("a", "dns", None).expect("the series"));
+        w.merge(&m.fridge("a", "1", "dns", None).expect("the series"));
         let counts = w.counts();
         let mut cum = 0u64;
         for (i, &(ub, c)) in counts.iter().enumerate().take(BUCKETS_SECONDS.len()) {
@@ -150,36 +150,82 @@ fn subsets_get_their_own_family_and_bad_input_is_ignored() {
     let m = Arc::new(DelayMetrics::default());
     let hist = json!([{"low_ns": 1024, "high_ns": 2048, "pairs": 10.4}, {"low_ns": 1u64 << 36, "high_ns": null, "pairs": 2.0},
                       {"low_ns": "x", "pairs": 1.0}, {"low_ns": 5, "high_ns": 9, "pairs": -3.0}]);
-    let line = json!({"record": "fridge_quantiles", "point": "b", "kind": "tcp_handshake",
+    let line = json!({"record": "fridge_quantiles", "point": "b", "point_id": 2, "kind": "tcp_handshake",
                       "report": {"all": {"histogram": hist.clone()},
                                  "subsets": [{"subset": "client 192.0.2.0/24", "distribution": {"histogram": hist}}]}});
     m.observe_records(&[line, json!({"record": "segment"}), json!(null), json!({"record": "flow"})]);
     let t = m.render();
-    assert!(t.contains("wirelat_fridge_delay_seconds_count{point=\"b\",kind=\"tcp_handshake\"} 12\n"), "{t}");
     assert!(
         t.contains(
-            "wirelat_fridge_delay_seconds_bucket{point=\"b\",kind=\"tcp_handshake\",le=\"1e-06\"} 0\n"
+            "wirelat_fridge_delay_seconds_count{point=\"b\",point_id=\"2\",kind=\"tcp_handshake\"} 12\n"
         ),
         "{t}"
     );
     assert!(
         t.contains(
-            "wirelat_fridge_delay_seconds_bucket{point=\"b\",kind=\"tcp_handshake\",le=\"2e-06\"} 10\n"
+            "wirelat_fridge_delay_seconds_bucket{point=\"b\",point_id=\"2\",kind=\"tcp_handshake\",le=\"1e-06\"} 0\n"
         ),
-        "{t}"
-    );
-    assert!(
-        t.contains("wirelat_fridge_delay_seconds_bucket{point=\"b\",kind=\"tcp_handshake\",le=\"10\"} 10\n"),
         "{t}"
     );
     assert!(
         t.contains(
-            "wirelat_fridge_delay_seconds_bucket{point=\"b\",kind=\"tcp_handshake\",le=\"+Inf\"} 12\n"
+            "wirelat_fridge_delay_seconds_bucket{point=\"b\",point_id=\"2\",kind=\"tcp_handshake\",le=\"2e-06\"} 10\n"
         ),
         "{t}"
     );
     assert!(
-        t.contains("wirelat_fridge_subset_delay_seconds_count{point=\"b\",kind=\"tcp_handshake\",subset=\"client 192.0.2.0/24\"} 12\n"),
+        t.contains("wirelat_fridge_delay_seconds_bucket{point=\"b\",point_id=\"2\",kind=\"tcp_handshake\",le=\"10\"} 10\n"),
         "{t}"
     );
+    assert!(
+        t.contains(
+            "wirelat_fridge_delay_seconds_bucket{point=\"b\",point_id=\"2\",kind=\"tcp_handshake\",le=\"+Inf\"} 12\n"
+        ),
+        "{t}"
+    );
+    assert!(
+        t.contains("wirelat_fridge_subset_delay_seconds_count{point=\"b\",point_id=\"2\",kind=\"tcp_handshake\",subset=\"client 192.0.2.0/24\"} 12\n"),
+        "{t}"
+    );
+}
+
+/// The configuration's series exist at zero before any record (so the first group's counts
+/// are an increase `rate()` sees); records then add to them, and other series still appear
+/// as records bring them.
+#[test]
+fn declared_series_start_at_zero_and_records_add_to_them() {
+    let m = Arc::new(DelayMetrics::default());
+    m.declare(&Declared {
+        points: vec![("a".into(), "1".into()), ("a".into(), "3".into())],
+        fridge_kinds: vec!["dns".into()],
+        fridge_subsets: vec!["server port 53".into(), "other".into()],
+        segments: vec![("40".into(), "lda".into())],
+    });
+    let t = m.render();
+    for series in [
+        "wirelat_fridge_delay_seconds_count{point=\"a\",point_id=\"1\",kind=\"dns\"} 0\n",
+        "wirelat_fridge_delay_seconds_count{point=\"a\",point_id=\"3\",kind=\"dns\"} 0\n",
+        "wirelat_fridge_subset_delay_seconds_count{point=\"a\",point_id=\"3\",kind=\"dns\",subset=\"other\"} 0\n",
+        "wirelat_segment_delay_seconds_count{segment=\"40\",synopsis=\"lda\"} 0\n",
+        "wirelat_segment_sent_packets_total{segment=\"40\",synopsis=\"lda\"} 0\n",
+        "wirelat_segment_lost_packets_total{segment=\"40\",synopsis=\"lda\"} 0\n",
+        "wirelat_segment_loss_unknown_epochs_total{segment=\"40\",synopsis=\"lda\"} 0\n",
+    ] {
+        assert!(t.contains(series), "{series} missing:\n{t}");
+    }
+    // No latest value is invented before an estimate.
+    assert!(!t.contains("wirelat_segment_delay_latest_seconds{"), "{t}");
+    let hist = json!([{"low_ns": 1024, "high_ns": 2048, "pairs": 7.0}]);
+    m.observe_records(&[json!({"record": "fridge_quantiles", "point": "a", "point_id": 3, "kind": "dns",
+                               "report": {"all": {"histogram": hist}, "subsets": []}})]);
+    let t = m.render();
+    assert!(
+        t.contains("wirelat_fridge_delay_seconds_count{point=\"a\",point_id=\"3\",kind=\"dns\"} 7\n"),
+        "{t}"
+    );
+    assert!(
+        t.contains("wirelat_fridge_delay_seconds_count{point=\"a\",point_id=\"1\",kind=\"dns\"} 0\n"),
+        "{t}"
+    );
+    assert_eq!(m.dropped_series(), 0);
 }
