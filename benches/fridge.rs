@@ -169,8 +169,14 @@ fn bench_update(c: &mut Criterion<CpuTime>) {
                 FridgeSpec { slots: 1 << 15, entry_probability: 1.0 / 32.0 },
             ],
         ),
+        // W12: the spec's 4 bins per octave (main's default before b44a5e5) with today's
+        // 40-byte bins, to separate the resolution's share of the cost from the bin's.
+        ("one_fridge_p1_4bins_per_octave", vec![FridgeSpec { slots: 1 << 16, entry_probability: 1.0 }]),
     ] {
-        let cfg = config(fridges);
+        let mut cfg = config(fridges);
+        if name.ends_with("4bins_per_octave") {
+            cfg.histogram.bins_per_octave = 4;
+        }
         let mut syn = FridgeSynopsis::new(&cfg).unwrap();
         let mut carry = FridgeSynopsis::new_carry(&cfg);
         for (label, stream) in [("mixed", &mixed), ("requests_only", &requests)] {

@@ -18,8 +18,9 @@ use criterion::{BatchSize, Criterion, SamplingMode, Throughput, criterion_group,
 use std::hint::black_box;
 use std::time::Duration;
 use wirelat_dataplane::packet::FlowKey;
+use wirelat_dataplane::synopsis::lds::config::DEFAULT_SIZED_ROWS;
 use wirelat_dataplane::synopsis::lds::trace::{Trace, TraceConfig};
-use wirelat_dataplane::synopsis::lds::{Estimator, Lds, LdsConfig};
+use wirelat_dataplane::synopsis::lds::{Estimator, Lds, LdsConfig, coverage};
 use wirelat_dataplane::synopsis::{Observation, Synopsis};
 
 /// On-CPU time of the calling thread in ns (Linux schedstat; first field).
@@ -135,6 +136,37 @@ fn bench_update(c: &mut Criterion<ThreadCpu>, trace: &Trace, pkts: &[Pkt]) {
             true,
         ),
     ];
+    // W12: the layouts coverage sizing derives (`[synopses.lds] expected_flows`, 5 % loss,
+    // flows of up to 200 packets per epoch) against the old default for the same flows
+    // (k = 1, width = flows per epoch), all with the per-epoch flow log as a point runs them.
+    let mut layouts = layouts.to_vec();
+    for flows in [2_000u32, 20_000] {
+        let t = coverage::CoverageTarget {
+            expected_loss: 0.05,
+            max_flow_packets: 200.0,
+            ..coverage::CoverageTarget::new(f64::from(flows))
+        };
+        let sized = coverage::for_coverage(&t, DEFAULT_SIZED_ROWS).expect("a reachable target");
+        let cfg = LdsConfig { vlda_len: sized.vlda_len, ..LdsConfig::new(sized.rows, sized.width) };
+        let old = LdsConfig::new(4, flows);
+        eprintln!(
+            "{flows} flows: sized {}x{} k{} ({} B), old {}x{} k1 ({} B)",
+            cfg.width,
+            cfg.rows,
+            cfg.vlda_len,
+            cfg.sketch_bytes(),
+            old.width,
+            old.rows,
+            old.sketch_bytes()
+        );
+        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+        layouts.push((leak(format!("old_{flows}x4_k1_with_flow_log")), old, true));
+        layouts.push((
+            leak(format!("sized_{flows}flows_{}x{}_k{}_with_flow_log", cfg.width, cfg.rows, cfg.vlda_len)),
+            cfg,
+            true,
+        ));
+    }
     for (name, cfg, via_trait) in layouts {
         let mut lds = Lds::new(&cfg).expect("valid config");
         let mut at = 0usize;

@@ -26,8 +26,8 @@ use thiserror::Error;
 use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::synopsis::codec::DecodeError;
 use wirelat_dataplane::synopsis::colate::{
-    ColateConfig, CounterEpoch, EpochMeta, FlowLatencyReport, QueryError, QueryOptions, Segment,
-    StorageStats, epochs_overlapping, select_aligned,
+    ColateConfig, CounterEpoch, EpochMeta, FlowLatencyReport, LatencyFloor, QueryError, QueryOptions,
+    Segment, StorageStats, epochs_overlapping, select_aligned,
 };
 use wirelat_dataplane::synopsis::{ConfigError, SynopsisConfig};
 use xxhash_rust::xxh3::xxh3_64;
@@ -605,6 +605,9 @@ pub struct FlowQuery {
     pub max_latency_ns: u64,
     /// Estimator options.
     pub options: QueryOptions,
+    /// The latency floor: [`LatencyFloor::Derived`] (the default, as the collector's) or the
+    /// operator's `[colate] latency_floor_ns`.
+    pub latency_floor: LatencyFloor,
 }
 
 /// The archives of several points, answering per-flow queries between any two of them.
@@ -703,7 +706,7 @@ impl ColateStore {
             .ok_or(ArchiveError::NoOverlap { sender: q.sender, receiver: q.receiver })?;
         let es: Vec<CounterEpoch> = sel.s.iter().map(|&i| s.epoch(i)).collect::<Result<_, _>>()?;
         let er: Vec<CounterEpoch> = sel.r.iter().map(|&i| r.epoch(i)).collect::<Result<_, _>>()?;
-        let seg = Segment::new(es.iter().collect(), er.iter().collect())?;
+        let seg = Segment::with_latency_floor(es.iter().collect(), er.iter().collect(), q.latency_floor)?;
         Ok(seg.query(q.flow_hash, q.packets, &q.options))
     }
 }
@@ -752,24 +755,31 @@ mod tests {
             end_ns: 3 * WINDOW + span_ns,
             max_latency_ns,
             options: QueryOptions::default(),
+            latency_floor: LatencyFloor::Derived,
         }
     }
 
     /// Two points, 8 windows of traffic: flow 1 (300 packets, 2 µs latency) among 200 others.
     /// Returns the epochs per point, written through accumulators, and flow 1's packets.
     fn record(dir: &Path) -> (PathBuf, PathBuf, u64) {
+        record_offset(dir, 0)
+    }
+
+    /// [`record`] with point 2's clock `offset_ns` off point 1's.
+    fn record_offset(dir: &Path, offset_ns: i64) -> (PathBuf, PathBuf, u64) {
         let c = config();
         let mut pkts = Vec::new();
+        let base = 1_000 + offset_ns.unsigned_abs();
         for f in 0..200u64 {
             for i in 0..40u64 {
                 let ts =
-                    1_000 + (wirelat_dataplane::synopsis::hash::mix64(f * 1_000 + i) % (8 * WINDOW - 10_000));
-                pkts.push((f + 2, f * 1_000 + i, ts, ts + 500 + f));
+                    base + (wirelat_dataplane::synopsis::hash::mix64(f * 1_000 + i) % (8 * WINDOW - 10_000));
+                pkts.push((f + 2, f * 1_000 + i, ts, (ts + 500 + f).checked_add_signed(offset_ns).unwrap()));
             }
         }
         for i in 0..300u64 {
             let ts = 3 * WINDOW + 10 * i;
-            pkts.push((1, 1_000_000 + i, ts, ts + 2_000));
+            pkts.push((1, 1_000_000 + i, ts, (ts + 2_000).checked_add_signed(offset_ns).unwrap()));
         }
         let mut paths = Vec::new();
         for (point, at_r) in [(1u32, false), (2, true)] {
@@ -798,6 +808,27 @@ mod tests {
             paths.push(path);
         }
         (paths[0].clone(), paths[1].clone(), 300)
+    }
+
+    #[test]
+    fn archive_queries_derive_the_latency_floor_as_the_collector_does() {
+        // W12: archive queries used a floor of 0. Under a clock offset that makes every latency
+        // read negative, every clean cell then looked swapped, and flow 1 had no mean.
+        let dir = tempfile::tempdir().unwrap();
+        let (ps, pr, p) = record_offset(dir.path(), -3_000);
+        let store = ColateStore::open(&[ps, pr]).unwrap();
+        let q = flow1_query(p, 3_000, 10_000);
+        let rep = store.query_flow(&q).unwrap();
+        let floor = rep.diagnostics.latency_floor;
+        // The foreign latencies read −2 500 … −2 301 ns: the floor lies below them.
+        assert!(floor.derived && floor.floor_ns <= -2_500, "{floor:?}");
+        let counts = rep.mean_counts_ns.as_ref().unwrap();
+        assert!((counts.value / -1_000.0 - 1.0).abs() < 0.02, "{rep:?}");
+        assert!(counts.interval.is_some_and(|i| i.low <= -1_000.0 && -1_000.0 <= i.high), "{rep:?}");
+        // The old floor of 0, still there as the operator's override, drops every cell.
+        let fixed = store.query_flow(&FlowQuery { latency_floor: LatencyFloor::Fixed(0), ..q }).unwrap();
+        assert_eq!(fixed.diagnostics.swapped_flow_cells, Some(20), "{fixed:?}");
+        assert!(fixed.mean_counts_ns.is_err());
     }
 
     #[test]

@@ -207,8 +207,10 @@ pub struct ColateSection {
     /// The smallest one-way latency any packet can show between the points' clocks (ns): 0
     /// when they agree, −(largest clock offset) otherwise. COLATE's count mean never goes
     /// below it, and a cell whose latency sum does is known to hold different packets at the
-    /// two points (swapped) and is left out.
-    pub latency_floor_ns: i64,
+    /// two points (swapped) and is left out. Absent (the default): derived from each group's
+    /// own single-packet cells (`LatencyFloor::Derived`), which follows a clock offset the
+    /// operator does not know; set it only to override that.
+    pub latency_floor_ns: Option<i64>,
     /// A flow record is `reliable` when its mean's interval half-width is at most this fraction
     /// of the mean (and the mean was not clipped at the floor).
     pub reliable_half_width: f64,
@@ -221,7 +223,7 @@ impl Default for ColateSection {
             archive_dir: None,
             level: 0.95,
             repetitions: Repetitions::Exact,
-            latency_floor_ns: 0,
+            latency_floor_ns: None,
             reliable_half_width: wirelat_dataplane::synopsis::colate::query::DEFAULT_RELIABLE_HALF_WIDTH,
         }
     }
@@ -495,7 +497,8 @@ seed = 7
         let e = parse(&format!("{BASE}[colate]\nreliable_half_width = 0.0\n")).unwrap_err();
         assert!(e.to_string().contains("colate.reliable_half_width"), "{e}");
         let c = parse(&format!("{BASE}[colate]\nlatency_floor_ns = -20000\n")).unwrap();
-        assert_eq!(c.colate.latency_floor_ns, -20_000);
+        assert_eq!(c.colate.latency_floor_ns, Some(-20_000));
+        assert_eq!(parse(BASE).unwrap().colate.latency_floor_ns, None, "derived unless given");
         let e = parse(&format!("{BASE}[packet]\npayload_prefix_bytes = 7\n")).unwrap_err();
         assert!(e.to_string().contains("packet.payload_prefix_bytes"), "{e}");
         let e = parse(&format!("{BASE}[packet]\nidentity_sed = 7\n")).unwrap_err();

@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use wirelat_dataplane::synopsis::colate::{Colate, EpochAccumulator, QueryOptions};
+use wirelat_dataplane::synopsis::colate::{Colate, EpochAccumulator, LatencyFloor, QueryOptions};
 use wirelat_dataplane::synopsis::fridge::FridgeSynopsis;
 use wirelat_dataplane::synopsis::lda::Lda;
 use wirelat_dataplane::synopsis::lds::Lds;
@@ -896,8 +896,9 @@ impl Engine {
                     reliable_half_width: self.cfg.colate.reliable_half_width,
                 };
                 let c = (lds_on || have_census).then_some(census.as_slice());
-                let query =
-                    estimate::ColateQuery { opts, latency_floor_ns: self.cfg.colate.latency_floor_ns };
+                let latency_floor =
+                    self.cfg.colate.latency_floor_ns.map_or(LatencyFloor::Derived, LatencyFloor::Fixed);
+                let query = estimate::ColateQuery { opts, latency_floor };
                 estimate::colate_group(
                     seg,
                     g.first,

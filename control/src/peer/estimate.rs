@@ -17,7 +17,7 @@ use crate::synopses::SynopsesConfig;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use wirelat_dataplane::packet::{Encap, FlowKey};
-use wirelat_dataplane::synopsis::colate::{self, Colate, CounterEpoch, QueryOptions, Segment};
+use wirelat_dataplane::synopsis::colate::{self, Colate, CounterEpoch, LatencyFloor, QueryOptions, Segment};
 use wirelat_dataplane::synopsis::estimate::{Estimate, Measured, NoEstimate};
 use wirelat_dataplane::synopsis::fridge::{self, FridgeSynopsis};
 use wirelat_dataplane::synopsis::lda::{self, Lda};
@@ -386,8 +386,9 @@ pub fn colate_epoch(
 pub struct ColateQuery {
     /// The per-flow query options.
     pub opts: QueryOptions,
-    /// `[colate] latency_floor_ns` (see [`Segment::with_floor`]).
-    pub latency_floor_ns: i64,
+    /// `[colate] latency_floor_ns` when given, else derived from the group's own cells (see
+    /// [`LatencyFloor`]).
+    pub latency_floor: LatencyFloor,
 }
 
 /// COLATE: a summary record and the top-N flows of the census (by packets). Each flow record
@@ -413,8 +414,10 @@ pub fn colate_group(
     flows.truncate(top);
     let mut lines = Vec::new();
     let mut error = None;
-    match Segment::with_floor(vec![s], vec![r], query.latency_floor_ns) {
+    let mut floor = None;
+    match Segment::with_latency_floor(vec![s], vec![r], query.latency_floor) {
         Ok(segment) => {
+            floor = Some(segment.latency_floor());
             let counts = segment.config().packet_counts;
             for (entry, packets, encap) in &flows {
                 let q = segment.query(entry.flow_hash, *packets, opts);
@@ -464,6 +467,7 @@ pub fn colate_group(
         "flow_source": if census.is_some() { "lds" } else { "none" },
         "flows_known": known,
         "flows_reported": lines.len(),
+        "latency_floor": floor,
         "error": error,
     });
     let estimate = if error.is_some() { "config_mismatch" } else { "ok" };

@@ -148,7 +148,8 @@ pub mod trace;
 pub use config::{ColateConfig, JMode};
 pub use epoch::{AccumulateError, CounterEpoch, EpochAccumulator, EpochMeta, StorageStats};
 pub use query::{
-    FlowLatencyReport, QueryDiagnostics, QueryError, QueryOptions, Repetitions, Segment, estimate,
+    FloorUsed, FlowLatencyReport, LatencyFloor, QueryDiagnostics, QueryError, QueryOptions, Repetitions,
+    Segment, estimate,
 };
 pub use select::{Selection, epochs_overlapping, select_aligned};
 pub use state::Colate;

@@ -180,6 +180,87 @@ const MIN_USABLE_SHARE: f64 = 0.5;
 /// large flow.
 const K_CUT_QUANTILE: f64 = 0.995;
 
+/// Lower quantile of the single-packet cells' Δ the derived floor starts from (see
+/// [`LatencyFloor::Derived`]). High enough that swapped cells (≈ 0.7 % of the single-packet
+/// cells of a queue at ρ = 0.8 with 100-ms epochs, measured) cannot reach it.
+const FLOOR_LOW_QUANTILE: f64 = 0.05;
+
+/// Upper quantile whose distance from [`FLOOR_LOW_QUANTILE`] is the derived floor's margin.
+const FLOOR_HIGH_QUANTILE: f64 = 0.25;
+
+/// Interquartile ranges below q₂₅ under which the derived floor never goes (see
+/// [`derived_floor_ticks`]).
+const FLOOR_FENCE_IQRS: i128 = 3;
+
+/// Share of the single-packet cells that must read below 0 for the derived floor to go below
+/// 0 (see [`derived_floor_ticks`]).
+const FLOOR_NEGATIVE_SHARE: f64 = 0.05;
+
+/// Single-packet cells (counts 1 at both points) a derived floor needs: with fewer, its 5 %
+/// quantile would rest on one or two cells, and the floor is 0.
+pub const FLOOR_MIN_CELLS: usize = 100;
+
+/// How a [`Segment`] sets its latency floor: the smallest one-way latency any packet can show
+/// between the two points' clocks (see [`Segment::with_floor`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum LatencyFloor {
+    /// From the segment's own data (the default, ours): the cells that hold exactly one packet
+    /// at both points hold one latency each (or, rarely, a swap in (−E, L_max)). With q₅, q₂₅
+    /// and q₇₅ the quantiles of their Δ, the floor is
+    /// min(0, max(q₅ − (q₂₅ − q₅), q₂₅ − 3·(q₇₅ − q₂₅))) less one tick, and 0 when fewer
+    /// than 5 % of them read below 0 (with agreeing clocks those are swaps). It lies below
+    /// every latency of a distribution whose lower tail is no longer than its q₅…q₂₅ spread,
+    /// is never above 0 (so with agreeing clocks no mean can be below 0), resists up to a
+    /// quarter of swapped cells, and follows a clock offset of either sign without the
+    /// operator knowing it. With fewer than [`FLOOR_MIN_CELLS`] such cells, or without packet
+    /// counts, it is 0.
+    #[default]
+    Derived,
+    /// Given by the operator (`[colate] latency_floor_ns`), ns: 0 when the clocks agree,
+    /// −(largest clock offset) otherwise.
+    Fixed(i64),
+}
+
+/// The floor a segment used, and where it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct FloorUsed {
+    /// The floor, ns (a whole number of ticks, rounded down).
+    pub floor_ns: i64,
+    /// Whether it was derived from the data ([`LatencyFloor::Derived`] with enough cells).
+    pub derived: bool,
+    /// Single-packet cells it was derived from (0 for a fixed floor).
+    pub cells: usize,
+}
+
+/// The derived floor in ticks from the Δ of the single-packet cells (see
+/// [`LatencyFloor::Derived`]), or `None` with fewer than [`FLOOR_MIN_CELLS`].
+fn derived_floor_ticks(single: &mut [i128]) -> Option<i128> {
+    if single.len() < FLOOR_MIN_CELLS {
+        return None;
+    }
+    let at = |v: &mut [i128], q: f64| {
+        let i = ((v.len() - 1) as f64 * q) as usize;
+        *v.select_nth_unstable(i).1
+    };
+    let lo = at(single, FLOOR_LOW_QUANTILE);
+    let q1 = at(single, FLOOR_HIGH_QUANTILE);
+    let q3 = at(single, 1.0 - FLOOR_HIGH_QUANTILE);
+    // Swapped cells lie anywhere in (−E, L_max): when they are more than 5 % of the single
+    // cells (a queue holding a good part of an epoch) q₅ is one of them, and the floor would
+    // fall towards −E. The far-out fence q₂₅ − 3·(q₇₅ − q₂₅), which a quarter of outliers
+    // cannot move, bounds it from below.
+    let spread = lo.saturating_sub(q1.saturating_sub(lo));
+    let fence = q1.saturating_sub(q3.saturating_sub(q1).saturating_mul(FLOOR_FENCE_IQRS));
+    // With agreeing clocks every negative single cell is a swap; a clock offset that matters
+    // puts a share of the latencies themselves below 0. Below FLOOR_NEGATIVE_SHARE the
+    // negatives are taken for swaps and the floor stays 0.
+    let negative = single.iter().filter(|&&d| d < 0).count();
+    if (negative as f64) < FLOOR_NEGATIVE_SHARE * single.len() as f64 {
+        return Some(0);
+    }
+    Some(spread.max(fence).saturating_sub(1).min(0))
+}
+
 /// The epochs of S and R that one or more queries use, with their whole-vector noise sums.
 #[derive(Debug)]
 pub struct Segment<'a> {
@@ -196,6 +277,8 @@ pub struct Segment<'a> {
     /// The latency floor in ticks (rounded down): no packet's latency is below it, so a cell
     /// whose Δ_i is below c_i·floor holds different packets at S and R.
     floor_ticks: i128,
+    /// Where the floor came from.
+    floor_used: FloorUsed,
 }
 
 /// What the query saw, beside the estimates.
@@ -229,6 +312,8 @@ pub struct QueryDiagnostics {
     /// With counts: the same for packets seen at R and not at S (entering the epoch in
     /// flight, or extra packets).
     pub flow_packets_extra_at_r: Option<u64>,
+    /// The latency floor the segment used and where it came from.
+    pub latency_floor: FloorUsed,
 }
 
 /// The paper's a-priori model for this flow (Eq 12, corrected Eq 21 at t = t̃, T = t_X).
@@ -311,11 +396,20 @@ pub struct FlowLatencyReport {
 }
 
 impl<'a> Segment<'a> {
-    /// A segment over the epochs `s` (sender side) and `r` (receiver side) of a path whose
-    /// one-way latency is never negative (the points' clocks agree): [`Segment::with_floor`]
-    /// with a floor of 0 ns.
+    /// A segment over the epochs `s` (sender side) and `r` (receiver side) with the latency
+    /// floor derived from its own data ([`LatencyFloor::Derived`]): safe whatever the offset
+    /// between the points' clocks.
     pub fn new(s: Vec<&'a CounterEpoch>, r: Vec<&'a CounterEpoch>) -> Result<Self, QueryError> {
-        Self::with_floor(s, r, 0)
+        Self::with_latency_floor(s, r, LatencyFloor::Derived)
+    }
+
+    /// [`Segment::with_latency_floor`] with a fixed floor of `latency_floor_ns`.
+    pub fn with_floor(
+        s: Vec<&'a CounterEpoch>,
+        r: Vec<&'a CounterEpoch>,
+        latency_floor_ns: i64,
+    ) -> Result<Self, QueryError> {
+        Self::with_latency_floor(s, r, LatencyFloor::Fixed(latency_floor_ns))
     }
 
     /// A segment over the epochs `s` (sender side) and `r` (receiver side). Every epoch must
@@ -328,11 +422,12 @@ impl<'a> Segment<'a> {
     /// entering it at R, in the same cell). Such a cell's Δ carries t_R(in) − t_S(out), which
     /// lies anywhere in (−E, L_max) for an epoch of length E, not a latency; a clean cell's Δ is
     /// a sum of c latencies, so never below c·floor. Cells below it are left out (ours; see
-    /// docs/colate.md "Why flows without loss got ×7 errors").
-    pub fn with_floor(
+    /// docs/colate.md "Why flows without loss got ×7 errors"). The floor is given, or derived
+    /// from the segment's single-packet cells ([`LatencyFloor`]).
+    pub fn with_latency_floor(
         s: Vec<&'a CounterEpoch>,
         r: Vec<&'a CounterEpoch>,
-        latency_floor_ns: i64,
+        floor: LatencyFloor,
     ) -> Result<Self, QueryError> {
         let first = s.first().ok_or(QueryError::NoEpochs { side: "S" })?;
         if r.is_empty() {
@@ -352,7 +447,12 @@ impl<'a> Segment<'a> {
             }
         }
         let n = cfg.counters as usize;
-        let floor_ticks = i128::from(latency_floor_ns).div_euclid(i128::from(cfg.tick_ns.max(1)));
+        let tick = i128::from(cfg.tick_ns.max(1));
+        let mut floor_ticks = match floor {
+            LatencyFloor::Fixed(ns) => i128::from(ns).div_euclid(tick),
+            LatencyFloor::Derived => 0,
+        };
+        let mut floor_cells = 0;
         let mut noise = NoiseSums::default();
         let delta = |i: usize| {
             let ss: u128 = s.iter().map(|e| e.data.sum(i) as u128).sum();
@@ -368,12 +468,20 @@ impl<'a> Segment<'a> {
         }
         if cfg.packet_counts {
             let mut clean_counts = Vec::with_capacity(n);
+            let mut single = Vec::new();
             for i in 0..n {
                 let (ks, kr) = (count(&s, i), count(&r, i));
                 noise.count_difference += kr as i128 - ks as i128;
                 if ks == kr {
                     clean_counts.push(ks);
                 }
+                if ks == 1 && kr == 1 && floor == LatencyFloor::Derived {
+                    single.push(delta(i));
+                }
+            }
+            if let Some(f) = derived_floor_ticks(&mut single) {
+                floor_ticks = f;
+                floor_cells = single.len();
             }
             if !clean_counts.is_empty() {
                 let q = ((clean_counts.len() - 1) as f64 * K_CUT_QUANTILE) as usize;
@@ -411,7 +519,17 @@ impl<'a> Segment<'a> {
             flags,
             noise,
             floor_ticks,
+            floor_used: FloorUsed {
+                floor_ns: i64::try_from(floor_ticks.saturating_mul(tick)).unwrap_or(i64::MIN),
+                derived: floor_cells > 0,
+                cells: floor_cells,
+            },
         })
+    }
+
+    /// The latency floor this segment uses and where it came from.
+    pub fn latency_floor(&self) -> FloorUsed {
+        self.floor_used
     }
 
     /// The configuration shared by every epoch of the segment.
@@ -497,6 +615,7 @@ impl<'a> Segment<'a> {
             swapped_flow_cells: swapped,
             flow_packets_missing_at_r: cfg.packet_counts.then(|| one_sided(&counts_s, &counts_r)),
             flow_packets_extra_at_r: cfg.packet_counts.then(|| one_sided(&counts_r, &counts_s)),
+            latency_floor: self.floor_used,
         };
         let paper_mean_suspect = match (mismatched, swapped) {
             (Some(a), Some(b)) if a + b > 0 => Some(format!(

@@ -4,8 +4,8 @@
 
 use super::epoch::flags;
 use super::query::{
-    distinct_pairings, eq4, ordered_pairing_sequences, same_subvector_probability, second_moment_exact,
-    second_moment_pairings,
+    FLOOR_MIN_CELLS, distinct_pairings, eq4, ordered_pairing_sequences, same_subvector_probability,
+    second_moment_exact, second_moment_pairings,
 };
 use super::sizing::{self, Eq21Form, SizingRequest, Verdict};
 use super::trace::{self, TraceConfig};
@@ -762,6 +762,55 @@ fn the_count_mean_is_never_below_the_floor_and_says_so() {
     assert_eq!(mean.value, 0.0);
     assert!(mean.interval.is_some_and(|i| i.low >= 0.0 && i.high >= i.low));
     assert!(!rep.reliable && rep.unreliable_reason.is_some_and(|r| r.contains("floor")));
+}
+
+#[test]
+fn the_derived_floor_follows_a_clock_offset_of_either_sign() {
+    // Issue 19 (W12): the floor used to default to 0, so under a clock offset that makes the
+    // latencies read negative every clean cell of a flow looked swapped and was dropped (the
+    // demo broke on it). The default floor is now derived from the single-packet cells: at or
+    // below the smallest latency the clocks show, never above 0.
+    let c = cfg(20_011, 20, true);
+    let model = DelayModel::Weibull { shape: 1.0, mean: 5_000.0 };
+    for offset in [-30_000i64, 0, 30_000] {
+        let mut rng = sim::rng(23);
+        let mut pk = flow(&mut rng, 5, 400, 1_000_000, 100_000, model);
+        for g in 0..2_000u64 {
+            pk.extend(flow(&mut rng, 100 + g, 1, 1_000_000, 100_000, model));
+        }
+        // A 10 000-tick path plus the offset of R's clock.
+        for p in &mut pk {
+            p.3 = p.3.checked_add_signed(10_000 + offset).unwrap();
+        }
+        let smallest = pk.iter().map(|p| p.3 as i64 - p.2 as i64).min().unwrap();
+        let (es, er) = epochs(&c, &pk);
+        let seg = Segment::new(vec![&es], vec![&er]).unwrap();
+        let used = seg.latency_floor();
+        assert!(used.derived && used.cells >= FLOOR_MIN_CELLS, "{offset}: {used:?}");
+        assert!(used.floor_ns <= smallest.min(0), "{offset}: {used:?} above {smallest}");
+        // Within two of the latency's means of the smallest one (q₅ − (q₂₅ − q₅) of an
+        // exponential is 0.05·5 000 − 0.23·5 000 below its minimum, 1 tick more).
+        assert!(used.floor_ns >= smallest.min(0) - 2 * 5_000, "{offset}: {used:?} far below {smallest}");
+        let rep = seg.query(5, 400, &QueryOptions::default());
+        let (_, mu, _, _) = truth(&pk, 5);
+        assert_eq!(rep.diagnostics.swapped_flow_cells, Some(0), "{offset}");
+        assert_eq!(rep.diagnostics.latency_floor, used);
+        let mean = rep.mean_counts_ns.unwrap();
+        let se = rep.mean_counts_std_error_ns.unwrap();
+        assert!((mean.value - mu).abs() <= 4.0 * se, "{offset}: {} vs {mu} (se {se})", mean.value);
+        if offset < 0 {
+            // The old default, 0, takes every cell of the flow for a swap: no mean.
+            let old =
+                Segment::with_floor(vec![&es], vec![&er], 0).unwrap().query(5, 400, &QueryOptions::default());
+            assert_eq!(old.diagnostics.swapped_flow_cells, Some(20));
+            assert!(old.mean_counts_ns.is_err());
+        }
+    }
+    // Too few single-packet cells: the floor is 0, and says it was not derived.
+    let pk = flow(&mut sim::rng(1), 5, 40, 1_000_000, 100_000, model);
+    let (es, er) = epochs(&c, &pk);
+    let used = Segment::new(vec![&es], vec![&er]).unwrap().latency_floor();
+    assert_eq!((used.floor_ns, used.derived), (0, false));
 }
 
 // ---------------------------------------------------------------------------------------------
