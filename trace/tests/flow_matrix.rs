@@ -20,7 +20,10 @@
 //!   delivered packets, a subset chosen by packet hash, so its error has standard deviation
 //!   σ·√((n − s)/(s·(n − 1))) (sampling without replacement, σ the flow's own delay spread);
 //!   the bound is 10 of those (Chebyshev: at most 1 % of flows beyond it whatever the delay
-//!   law), exactness when s = n, and s ≤ n; the p99 flow must meet it;
+//!   law), exactness when s = n; the p99 flow must meet it;
+//! - a confirmed mean on more packets than the flow delivered (another flow repeats its cells
+//!   in two rows) counts as a flow beyond its bound, and such flow-epochs must not exceed the
+//!   binomial allowance of the sizing's per-flow rate `FALSE_CONFIRMATION` (mean + 6 sd + 3);
 //! - a mean that fell back to the paper's rule lies within the range of the flow's usable
 //!   cells' means (it is their weighted average).
 //!
@@ -252,6 +255,9 @@ struct Outcome {
     reasons: [u64; 4],
     rel_errors: Vec<f64>,
     bound_ratios: Vec<f64>,
+    /// Confirmed means resting on more packets than the flow delivered (another flow's cells).
+    false_confirmations: u64,
+    false_examples: Vec<String>,
     failures: Vec<String>,
     predicted: f64,
     layout: (u32, u32, u32),
@@ -338,6 +344,8 @@ fn run(sc: &Scenario, seed: u64, old_sizing: bool) -> Outcome {
         reasons: [0; 4],
         rel_errors: Vec::new(),
         bound_ratios: Vec::new(),
+        false_confirmations: 0,
+        false_examples: Vec::new(),
         failures: Vec::new(),
         predicted,
         layout: (cfg.rows, cfg.width, cfg.vlda_len),
@@ -375,10 +383,17 @@ fn run(sc: &Scenario, seed: u64, old_sizing: bool) -> Outcome {
             out.confirmed += 1;
             let s_own = m.samples;
             if s_own > fe.n {
-                out.failures.push(format!(
-                    "flow {flow} epoch {e}: confirmed mean on {s_own} packets, the flow delivered {}",
-                    fe.n
-                ));
+                // Another flow's packets share the confirmed cells: the sizing allows this with
+                // probability FALSE_CONFIRMATION per flow, so it is counted against that rate
+                // (below) and as a flow beyond its bound (the p99 check), not as a failure.
+                out.false_confirmations += 1;
+                out.bound_ratios.push(f64::INFINITY);
+                if out.false_examples.len() < 3 {
+                    out.false_examples.push(format!(
+                        "flow {flow} epoch {e}: confirmed mean on {s_own} packets, the flow delivered {}",
+                        fe.n
+                    ));
+                }
             } else if s_own == fe.n {
                 if err > 1e-6 * mu {
                     out.failures
@@ -469,8 +484,25 @@ fn every_flow_with_ten_packets_gets_a_bounded_mean_or_a_reason() {
         if cov < 0.95 {
             failures.push(format!("{name}: coverage {cov:.3} < 0.95 (sizing {})", o.sizing_inputs));
         }
-        if ratio99.is_finite() && ratio99 > 1.0 {
+        // NaN only when no mean was confirmed; an infinite p99 (false confirmations above 1 %)
+        // fails like any other p99 beyond its bound.
+        if !ratio99.is_nan() && ratio99 > 1.0 {
             failures.push(format!("{name}: p99 flow at {ratio99:.2} × its bound"));
+        }
+        // The sizing bounds a flow's chance of a false confirmation by FALSE_CONFIRMATION; the
+        // count over N eligible flow-epochs is at most binomial(N, ε): allow its mean plus six
+        // standard deviations (plus 3 for the Poisson tail at small means). This checks the
+        // sizing's stated guarantee, no more: the measured rate is far below ε (BENCHMARKS W12).
+        let mean_false = o.eligible as f64 * coverage::FALSE_CONFIRMATION;
+        let allowed_false = mean_false + 6.0 * mean_false.sqrt() + 3.0;
+        if o.false_confirmations as f64 > allowed_false {
+            failures.push(format!(
+                "{name}: {} false confirmations, more than the {allowed_false:.1} the sizing's ε = {} allows over {} flow-epochs (e.g. {})",
+                o.false_confirmations,
+                coverage::FALSE_CONFIRMATION,
+                o.eligible,
+                o.false_examples.join("; ")
+            ));
         }
         failures.extend(o.failures.iter().take(5).map(|f| format!("{name}: {f}")));
     }
