@@ -64,10 +64,6 @@ pub struct Plan<'a> {
     pub colate_origin_ns: u64,
     /// The peer's records file.
     pub records: &'a Path,
-    /// COLATE's latency floor between the points' clocks (`[colate] latency_floor_ns`): the
-    /// demo knows B's clock offset, so the floor is minus its size, less one timestamp step
-    /// (the pcaps' µs flooring), as an operator would set it from the offset they know of.
-    pub colate_latency_floor_ns: i64,
     /// `--metrics-linger-s` in ms: `/metrics` on loopback at every process, and how long a
     /// finished point keeps serving its final values. `None`: no endpoint.
     pub metrics_linger_ms: Option<u64>,
@@ -138,7 +134,8 @@ fridge_epochs = 10000
 
 [colate]
 windows = 1
-latency_floor_ns = {floor}
+# latency_floor_ns is left out: the collector derives the floor from each query group's
+# single-packet cells, so B's clock offset need not be known (docs/colate.md).
 
 [[point]]
 id = 1
@@ -167,7 +164,6 @@ payload_prefix_bytes = 32
         key = quoted(&key),
         records = quoted(plan.records),
         epoch_ns = plan.epoch_len_ms * 1_000_000,
-        floor = plan.colate_latency_floor_ns,
         metrics = if plan.metrics_linger_ms.is_some() { "metrics_listen = \"127.0.0.1:0\"\n" } else { "" },
         synopses = plan.synopses(),
     );

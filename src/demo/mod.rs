@@ -136,12 +136,6 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
         colate_origin_ns: truth.first_ts_ns.saturating_sub(args.epoch_ms * 1_000_000),
         records: &records,
         metrics_linger_ms: args.metrics_linger_s.map(|s| s.saturating_mul(1000)),
-        colate_latency_floor_ns: -truth.clock_offset_ns.saturating_abs().saturating_add(
-            match truth.resolution {
-                wirelat_trace::truth::Resolution::Us => 1_000,
-                wirelat_trace::truth::Resolution::Ns => 1,
-            },
-        ),
     };
     configs::write_collector(&plan).map_err(Failure::Runtime)?;
     let timeout = Duration::from_secs(args.timeout_s.max(1));
