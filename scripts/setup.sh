@@ -23,10 +23,13 @@
 #                 named so that the test does not depend on that)
 #   prometheus    tests/prometheus.rs (W16): a real Prometheus scrapes two points and a
 #                 collector on 127.0.0.1 and evaluates every query of the Grafana dashboard
+#   cmake, libnuma-dev  MoonGen's build (../shared/tools/moongen/build.sh), which
+#                 tests/moongen.rs runs once into target/moongen (build.sh would install them)
 set -euo pipefail
 
 PACKAGES=(libdpdk-dev dpdk-dev libclang-dev clang pkg-config libpcap-dev build-essential libhwloc-dev libudev-dev
-          tcpdump ethtool iputils-ping curl bind9-dnsutils dnsmasq-base iproute2 python3 prometheus)
+          tcpdump ethtool iputils-ping curl bind9-dnsutils dnsmasq-base iproute2 python3 prometheus
+          cmake libnuma-dev)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

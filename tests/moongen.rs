@@ -12,17 +12,19 @@
 //! measure with the fridge, LDA and RDA and ship to a collector; `wirelat offline` measures
 //! the same pcaps and ships to a second collector. Checked:
 //! - every frame was replayed and none was lost on the way (`imissed`, drops = 0);
-//! - the fridge's requests, responses and samples per point and kind: exactly equal;
+//! - the fridge's requests and responses per point and kind: exactly equal; its samples plus
+//!   its unmatched responses equal offline's samples (see the comment at the check);
 //! - per segment and synopsis, the packets the estimates cover (Σ `loss.sent`): exactly equal;
 //! - the packet-weighted mean delay within E of offline's stretched by the replay (MoonGen
-//!   runs at `RATE` of the recorded speed, so every gap, delays included, is 1 / RATE longer),
-//!   where E is derived from the replay: a packet's measured delay is its stretched delay plus e = (L_B − L_A) + (S_B − S_A), L being
-//!   MoonGen's send lateness (handed to the driver minus due, ≥ 0, its maximum logged by the
-//!   script) and S the time from hand-over to wirelat's stamp (≥ 0, bounded here by
-//!   `STAMP_ALLOWANCE`). So |e| ≤ max L + max S = E, and a mean of such errors is within E too;
+//!   runs at `RATE` of the recorded speed, so every gap, delays included, is 1 / RATE longer).
+//!   E is derived from the replay: a packet's measured delay is its stretched delay plus
+//!   e = (L_B − L_A) + (S_B − S_A), L being MoonGen's send lateness (handed to the driver minus
+//!   due, ≥ 0; with gaps kept it accumulates, and the maximum the script logs includes that)
+//!   and S the time from hand-over to wirelat's stamp (≥ 0, bounded by `STAMP_ALLOWANCE_NS`).
+//!   So |e| ≤ max L + max S = E, and a mean of such errors is within E too;
 //! - lost packets: at most offline's plus those whose error can move them across an epoch
-//!   boundary at one point only, N·(E + d/RATE)/T for N packets, delay d and epochs of T (a packet is then missing
-//!   from one epoch's pairing), rounded up.
+//!   boundary at one point only (then missing from one epoch's pairing): N·(E + d/RATE)/T for
+//!   N packets of delay d and epochs of T, rounded up.
 //!
 //! MoonGen is built once from `../shared/tools/moongen` (beside the checkout in CI) into
 //! `target/moongen` (about 4.5 min on 2 idle cores, 27 min measured with five builds sharing
