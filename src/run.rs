@@ -155,17 +155,17 @@ fn check_af_xdp_interface(device: &str, xdp: &wirelat_control::af_xdp::AfXdpPort
         bail!("{device}: interface `{}` does not exist", xdp.iface);
     }
     let needed = xdp.start_queue.saturating_add(xdp.queue_count);
-    if let Some(have) = dpdk::kernel_iface_rx_queues(&xdp.iface) {
-        if have < needed {
-            bail!(
-                "{device}: interface `{}` has {have} rx queue(s) but the XDP sockets need queues {}..{} \
-                 (start_queue + one per worker); give it more (`ethtool -L`, or `numrxqueues` for a \
-                 veth) or use fewer workers",
-                xdp.iface,
-                xdp.start_queue,
-                needed - 1
-            );
-        }
+    if let Some(have) = dpdk::kernel_iface_rx_queues(&xdp.iface)
+        && have < needed
+    {
+        bail!(
+            "{device}: interface `{}` has {have} rx queue(s) but the XDP sockets need queues {}..{} \
+             (start_queue + one per worker); give it more (`ethtool -L`, or `numrxqueues` for a \
+             veth) or use fewer workers",
+            xdp.iface,
+            xdp.start_queue,
+            needed - 1
+        );
     }
     if dpdk::kernel_iface_rx_vlan_offload(&xdp.iface).unwrap_or(false) {
         warn!(
