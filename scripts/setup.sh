@@ -25,10 +25,13 @@
 #                 collector on 127.0.0.1 and evaluates every query of the Grafana dashboard
 #   librsvg2-bin  rsvg-convert, for scripts/dashboard-picture.sh (the README's dashboard PNG;
 #                 not needed by the tests)
+#   cmake, libnuma-dev  MoonGen's build (../shared/tools/moongen/build.sh), which
+#                 tests/moongen.rs runs once into target/moongen (build.sh would install them)
 set -euo pipefail
 
 PACKAGES=(libdpdk-dev dpdk-dev libclang-dev clang pkg-config libpcap-dev build-essential libhwloc-dev libudev-dev
-          tcpdump ethtool iputils-ping curl bind9-dnsutils dnsmasq-base iproute2 python3 prometheus librsvg2-bin)
+          tcpdump ethtool iputils-ping curl bind9-dnsutils dnsmasq-base iproute2 python3 prometheus librsvg2-bin
+          cmake libnuma-dev)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

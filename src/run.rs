@@ -147,6 +147,38 @@ fn core_plan(config: &Config) -> anyhow::Result<CorePlan> {
         .context("cannot place the workers")
 }
 
+/// Refuses, before the EAL starts, an af_xdp port whose interface is missing or has too few rx
+/// queues for its sockets (the driver's own error is a bare EINVAL), and warns of receive VLAN
+/// offload, which hands XDP frames without their tags on NICs that strip them.
+fn check_af_xdp_interface(device: &str, xdp: &wirelat_control::af_xdp::AfXdpPort) -> anyhow::Result<()> {
+    if dpdk::kernel_iface_index(&xdp.iface).is_none() {
+        bail!("{device}: interface `{}` does not exist", xdp.iface);
+    }
+    let needed = xdp.start_queue.saturating_add(xdp.queue_count);
+    if let Some(have) = dpdk::kernel_iface_rx_queues(&xdp.iface)
+        && have < needed
+    {
+        bail!(
+            "{device}: interface `{}` has {have} rx queue(s) but the XDP sockets need queues {}..{} \
+             (start_queue + one per worker); give it more (`ethtool -L`, or `numrxqueues` for a \
+             veth) or use fewer workers",
+            xdp.iface,
+            xdp.start_queue,
+            needed - 1
+        );
+    }
+    if dpdk::kernel_iface_rx_vlan_offload(&xdp.iface).unwrap_or(false) {
+        warn!(
+            iface = %xdp.iface,
+            "receive VLAN offload is on: a NIC that strips VLAN tags hands XDP the frame without its \
+             tag, and wirelat would forward it untagged; turn it off with `ethtool -K {} rxvlan off` \
+             (README, \"On a real host\")",
+            xdp.iface
+        );
+    }
+    Ok(())
+}
+
 /// Runs the appliance until a signal or a `[stop]` condition.
 pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -179,6 +211,9 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
                     ring.iface
                 );
             }
+        }
+        if let Some(Ok(xdp)) = port.af_xdp_port(config.queues()) {
+            check_af_xdp_interface(port.device.get_ref(), &xdp)?;
         }
         for file in crate::pcap_input::rx_pcap_files(port.device.get_ref()) {
             let found = crate::pcap_input::check_replay_file(&file)?;
@@ -243,8 +278,18 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
             rx_timestamp: port_config.rx_timestamp,
             mtu: *port_config.mtu.get_ref(),
             rx_cut_at: ring.as_ref().map_or(u32::MAX, |r| r.rx_cut_at),
-            kernel_iface: ring.as_ref().map(|r| r.iface.clone()),
+            kernel_iface: port_config.kernel_iface(queues),
+            mtu_explicit: port_config.mtu_is_explicit(),
         };
+        if let Some(Ok(xdp)) = port_config.af_xdp_port(queues) {
+            info!(
+                device = %xdp.device,
+                iface = %xdp.iface,
+                start_queue = xdp.start_queue,
+                queue_count = xdp.queue_count,
+                "af_xdp sockets"
+            );
+        }
         let port = Port::open(&eal, &port_config.device_name(), &pool, &settings)?;
         let i = port.info();
         info!(

@@ -26,6 +26,7 @@ use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::pipeline::{DirectionSplit, OverrunPolicy, SplitError, SynopsisSet};
 
 use crate::af_packet::{self, AfPacketError, AfPacketRing};
+use crate::af_xdp::{self, AfXdpError, AfXdpPort};
 use crate::core_plan::CorePlan;
 use crate::publish::PointIds;
 use crate::ship::ShipConfig;
@@ -507,10 +508,31 @@ impl PortConfig {
         })
     }
 
+    /// For a `net_af_xdp` port: its XDP sockets, with the device arguments derived from
+    /// `queues` (see [`crate::af_xdp`]). `None` for other devices.
+    pub fn af_xdp_port(&self, queues: u16) -> Option<Result<AfXdpPort, AfXdpError>> {
+        af_xdp::is_af_xdp(self.device.get_ref()).then(|| af_xdp::sockets(self.device.get_ref(), queues))
+    }
+
+    /// The MTU was written in the configuration (not the default).
+    pub fn mtu_is_explicit(&self) -> bool {
+        self.mtu.span() != (0..0)
+    }
+
+    /// The Linux interface under a kernel-backed port (`net_af_packet` or `net_af_xdp`).
+    pub fn kernel_iface(&self, queues: u16) -> Option<String> {
+        match (self.af_packet_ring(queues), self.af_xdp_port(queues)) {
+            (Some(Ok(ring)), _) => Some(ring.iface),
+            (_, Some(Ok(port))) => Some(port.iface),
+            _ => None,
+        }
+    }
+
     /// The device string handed to the EAL: as written, or completed for kernel ports.
     pub fn eal_device(&self, queues: u16) -> String {
-        match self.af_packet_ring(queues) {
-            Some(Ok(ring)) => ring.device,
+        match (self.af_packet_ring(queues), self.af_xdp_port(queues)) {
+            (Some(Ok(ring)), _) => ring.device,
+            (_, Some(Ok(port))) => port.device,
             _ => self.device.get_ref().trim().to_owned(),
         }
     }
@@ -624,7 +646,7 @@ impl Config {
     }
 
     /// Mbufs for the pool: the configured number, or enough for every rx ring to be full,
-    /// every tx ring to be full, every lcore cache to be full and every worker to hold two
+    /// every af_xdp fill ring to be stocked, every tx ring to be full, every lcore cache to be full and every worker to hold two
     /// bursts, plus slack for chained jumbo frames; rounded up to 2^k - 1 (DPDK's optimum).
     pub fn mempool_mbufs(&self) -> u32 {
         if let Some(n) = self.mempool.mbufs {
@@ -636,7 +658,10 @@ impl Config {
             .get_ref()
             .iter()
             .map(|p| {
-                queues * (u32::from(*p.rx_descriptors.get_ref()) + u32::from(*p.tx_descriptors.get_ref()))
+                // An af_xdp rx queue also keeps its fill ring stocked from the pool.
+                let fill = if p.af_xdp_port(self.queues()).is_some() { af_xdp::FILL_RING_MBUFS } else { 0 };
+                queues
+                    * (u32::from(*p.rx_descriptors.get_ref()) + u32::from(*p.tx_descriptors.get_ref()) + fill)
             })
             .sum();
         let caches = (queues + 1) * *self.mempool.cache_size.get_ref();
@@ -708,6 +733,9 @@ impl Config {
                 }
             }
             if let Some(Err(e)) = port.af_packet_ring(self.queues()) {
+                return fail(port.device.span(), e.to_string());
+            }
+            if let Some(Err(e)) = port.af_xdp_port(self.queues()) {
                 return fail(port.device.span(), e.to_string());
             }
         }

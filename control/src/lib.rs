@@ -18,6 +18,7 @@
 //! - [`sim_point`]: simulated points for tests and demos of the shipping path.
 
 pub mod af_packet;
+pub mod af_xdp;
 pub mod auth;
 pub mod colate_archive;
 pub mod config;

@@ -126,6 +126,7 @@ pub fn run(
             mtu: u16::try_from(f.max_frame.saturating_sub(14).clamp(1500, 9000)).unwrap_or(9000),
             rx_cut_at: u32::MAX,
             kernel_iface: None,
+            mtu_explicit: false,
         };
         let port = Port::open(&eal, &s.device_name(), &pool, &settings)?;
         let room = usize::from(data_room).saturating_sub(128);

@@ -248,6 +248,11 @@ impl Collector {
         self.log.lock().expect("log").clone()
     }
 
+    /// Its process id (to signal several processes at once before stopping each).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL (a crash).
     pub fn kill(mut self) {
         let _ = self.child.kill();

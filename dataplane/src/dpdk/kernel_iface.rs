@@ -1,5 +1,6 @@
-//! The Linux interface under a kernel-backed port (`net_af_packet`): its MTU, its receive
-//! offload, and the drops of the packet-socket rings the driver opened on it.
+//! The Linux interface under a kernel-backed port (`net_af_packet`, `net_af_xdp`): its MTU,
+//! its receive offloads, its rx queues, and the drops of the packet-socket rings or XDP
+//! sockets the driver opened on it.
 //!
 //! DPDK 22.11's af_packet driver neither applies an MTU above its advertised 1518-byte frame
 //! limit (ethdev refuses it before the driver sees it) nor reports the frames its kernel ring
@@ -7,6 +8,11 @@
 //! here, on the control lcore only, never per packet: the MTU through `SIOCSIFMTU`, the drops
 //! through `getsockopt(PACKET_STATISTICS)` on the driver's own sockets, found among this
 //! process's descriptors by their bound interface.
+//!
+//! DPDK 22.11's af_xdp driver reports in `imissed` only the XDP sockets' `rx_dropped` (no
+//! free buffer on the fill ring, or a frame too long for one); frames the kernel could not
+//! put on a full rx ring (`rx_ring_full`) are counted nowhere. They are read here from
+//! `getsockopt(XDP_STATISTICS)` on the driver's sockets, found the same way.
 
 use std::ffi::CString;
 use std::os::fd::RawFd;
@@ -119,6 +125,106 @@ pub fn packet_ring_drops(ifindex: u32) -> u64 {
     drops
 }
 
+/// What the kernel counted on a set of XDP sockets, summed over them (the counters are
+/// cumulative since each socket's creation). Errors are treated as zeros: a statistic must
+/// never stop the appliance.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XdpSocketDrops {
+    /// Frames dropped for want of a fill-ring buffer or for being too long for one.
+    pub rx_dropped: u64,
+    /// Frames dropped because the socket's rx ring was full (the application polled too
+    /// slowly).
+    pub rx_ring_full: u64,
+    /// Sockets that answered.
+    pub sockets: u32,
+}
+
+/// This process's AF_XDP sockets. An XDP socket cannot tell its interface (`getsockname` is
+/// not implemented for them), so a port finds its own as those that appeared while its
+/// queues were set up.
+pub fn xdp_sockets() -> Vec<RawFd> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return Vec::new() };
+    let mut fds: Vec<RawFd> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<RawFd>().ok()))
+        .filter(|&fd| socket_domain(fd) == Some(libc::AF_XDP))
+        .collect();
+    fds.sort_unstable();
+    fds
+}
+
+/// The drop counters of the XDP sockets `fds` (see [`XdpSocketDrops`]).
+pub fn xdp_socket_drops(fds: &[RawFd]) -> XdpSocketDrops {
+    let mut drops = XdpSocketDrops::default();
+    for &fd in fds {
+        // SAFETY: an all-zero xdp_statistics is a valid value.
+        let mut stats: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+        // SAFETY: `stats`/`len` are valid out-parameters (the kernel writes at most `len`
+        // bytes, fewer before Linux 5.9); a descriptor that is not an XDP socket fails.
+        let ret = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut stats as *mut libc::xdp_statistics).cast(),
+                &mut len,
+            )
+        };
+        if ret == 0 {
+            drops.rx_dropped += stats.rx_dropped;
+            drops.rx_ring_full += stats.rx_ring_full;
+            drops.sockets += 1;
+        }
+    }
+    drops
+}
+
+/// The address family of socket `fd` (`SO_DOMAIN`), `None` if `fd` is not a socket.
+fn socket_domain(fd: RawFd) -> Option<i32> {
+    let mut domain: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `domain`/`len` are valid out-parameters; a descriptor that is not a socket fails.
+    let ret = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            (&mut domain as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (ret == 0).then_some(domain)
+}
+
+/// The interface's rx queues (`/sys/class/net/<iface>/queues/rx-*`), `None` when unreadable.
+pub fn rx_queues(iface: &str) -> Option<u32> {
+    let dir = std::fs::read_dir(format!("/sys/class/net/{iface}/queues")).ok()?;
+    let n = dir.flatten().filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("rx-"))).count();
+    u32::try_from(n).ok()
+}
+
+/// `ETHTOOL_GFLAGS` (linux/ethtool.h): read the legacy offload flags.
+const ETHTOOL_GFLAGS: u32 = 0x25;
+/// `ETH_FLAG_RXVLAN`: receive VLAN tag stripping.
+const ETH_FLAG_RXVLAN: u32 = 1 << 8;
+
+/// Receive VLAN offload is on: a NIC that strips tags in hardware hands the frame to XDP
+/// without its tag (the tag travels in metadata an XDP socket never sees), so a port on
+/// `net_af_xdp` would forward it untagged. Checked at start so the operator is told.
+pub fn rx_vlan_offload(iface: &str) -> Result<bool, KernelIfaceError> {
+    let (sock, mut req) = ifreq_socket(iface)?;
+    let mut value = EthtoolValue { cmd: ETHTOOL_GFLAGS, data: 0 };
+    req.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
+    // SAFETY: `req` names the interface and points at `value`, which outlives the call;
+    // ETHTOOL_GFLAGS writes one ethtool_value.
+    let ret = unsafe { libc::ioctl(sock.0, libc::SIOCETHTOOL, &mut req) };
+    if ret < 0 {
+        return Err(os_error(iface, "SIOCETHTOOL ETHTOOL_GFLAGS"));
+    }
+    Ok(value.data & ETH_FLAG_RXVLAN != 0)
+}
+
 /// The interface index `fd` is bound to, if `fd` is an AF_PACKET socket.
 fn bound_packet_ifindex(fd: RawFd) -> Option<u32> {
     // SAFETY: an all-zero sockaddr_ll is a valid value.
@@ -179,6 +285,11 @@ mod tests {
         assert!(matches!(mtu("a-name-far-too-long-for-linux"), Err(KernelIfaceError::BadName(_))));
         assert!(matches!(mtu("w13-no-such-if"), Err(KernelIfaceError::Os { .. })));
         assert_eq!(packet_ring_drops(u32::MAX), 0);
+        assert_eq!(xdp_socket_drops(&[-1]), XdpSocketDrops::default());
+        assert!(xdp_sockets().is_empty());
+        assert!(rx_queues("lo").is_some_and(|n| n >= 1));
+        assert_eq!(rx_queues("w13-no-such-if"), None);
+        assert!(rx_vlan_offload("lo").is_ok());
         assert!(gro_enabled("lo").is_ok());
         assert!(matches!(gro_enabled("w13-no-such-if"), Err(KernelIfaceError::Os { .. })));
     }

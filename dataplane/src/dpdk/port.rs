@@ -57,10 +57,17 @@ pub struct PortSettings {
     /// frame of `net_af_packet` filled to its end): see [`PortInfo::rx_cut_at`]. `u32::MAX`
     /// when the device hands over whole frames only.
     pub rx_cut_at: u32,
-    /// The Linux interface under a kernel-backed port (`net_af_packet`'s `iface=`): its MTU
-    /// is set directly and its ring drops are read into [`PortStats::rx_missed`].
+    /// The Linux interface under a kernel-backed port (`iface=` of `net_af_packet` or
+    /// `net_af_xdp`): its MTU is set directly and the drops of the driver's packet rings or
+    /// XDP sockets are read into [`PortStats::rx_missed`].
     pub kernel_iface: Option<String>,
+    /// `mtu` was asked for by the operator (not a default). A `net_af_xdp` port refuses an
+    /// asked-for MTU above what its driver takes, and without one keeps its interface's MTU.
+    pub mtu_explicit: bool,
 }
+
+/// The driver DPDK 22.11 names `net_af_xdp`.
+const AF_XDP_DRIVER: &str = "net_af_xdp";
 
 /// What the port ended up with after configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,6 +185,10 @@ pub struct Port<'pool> {
     kernel_ifindex: Option<u32>,
     /// `tp_drops` read so far (the kernel resets it on each read).
     kernel_drops: AtomicU64,
+    /// The port is `net_af_xdp`: its XDP sockets' `rx_ring_full` is added to `imissed`.
+    xdp: bool,
+    /// The port's XDP sockets (those opened while its rx queues were set up).
+    xdp_sockets: Vec<std::os::fd::RawFd>,
     rx_taken: Vec<AtomicBool>,
     tx_taken: Vec<AtomicBool>,
     _pool: PhantomData<&'pool ()>,
@@ -197,6 +208,8 @@ impl<'pool> Port<'pool> {
             info: empty_info(id, name),
             kernel_ifindex: None,
             kernel_drops: AtomicU64::new(0),
+            xdp: false,
+            xdp_sockets: Vec::new(),
             rx_taken: Vec::new(),
             tx_taken: Vec::new(),
             _pool: PhantomData,
@@ -254,7 +267,11 @@ impl<'pool> Port<'pool> {
         // time when the device's frame limit allows it; otherwise set after configure (drivers
         // such as net_af_packet advertise a 1518-byte frame limit but set their kernel
         // interface's MTU), and refused if that fails too.
-        let mtu = u32::from(settings.mtu.clamp(dev.min_mtu, dev.max_mtu.max(dev.min_mtu)));
+        self.xdp = self.info.driver == AF_XDP_DRIVER;
+        let mtu = match (&settings.kernel_iface, self.xdp) {
+            (Some(iface), true) => self.xdp_mtu(&dev, iface, settings)?,
+            _ => u32::from(settings.mtu.clamp(dev.min_mtu, dev.max_mtu.max(dev.min_mtu))),
+        };
         let max_frame = mtu + FRAME_OVERHEAD_BYTES;
         let mtu_at_configure = dev.max_mtu > 0 && dev.max_rx_pktlen >= max_frame;
         if mtu_at_configure {
@@ -276,7 +293,9 @@ impl<'pool> Port<'pool> {
         let ret =
             unsafe { dpdk_sys::rte_eth_dev_configure(id, settings.rx_queues, settings.tx_queues, &conf) };
         self.check(ret, "rte_eth_dev_configure")?;
-        if !mtu_at_configure {
+        // An XDP socket's interface gets its MTU before the socket (created at rx queue
+        // setup) attaches the XDP program, which the kernel refuses above its XDP limit.
+        if !mtu_at_configure || (self.xdp && settings.kernel_iface.is_some()) {
             match &settings.kernel_iface {
                 Some(iface) => self.set_kernel_mtu(iface, mtu)?,
                 None => self.set_mtu(mtu)?,
@@ -292,6 +311,7 @@ impl<'pool> Port<'pool> {
         // SAFETY: plain query.
         let socket = unsafe { dpdk_sys::rte_eth_dev_socket_id(id) };
         let socket = u32::try_from(socket).unwrap_or_else(|_| eal.lcore_socket(eal.main_lcore()));
+        let sockets_before = if self.xdp { super::kernel_iface::xdp_sockets() } else { Vec::new() };
         let mut rxconf = dev.default_rxconf;
         rxconf.offloads = conf.rxmode.offloads;
         for q in 0..settings.rx_queues {
@@ -299,7 +319,24 @@ impl<'pool> Port<'pool> {
             // port (lifetime 'pool); rxconf is a valid copy of the device default.
             let ret =
                 unsafe { dpdk_sys::rte_eth_rx_queue_setup(id, q, rx_desc, socket, &rxconf, pool.as_ptr()) };
+            if ret < 0 && self.xdp {
+                // The driver says only EINVAL; libxdp's own lines above name the kernel's reason.
+                return Err(self.capability(format!(
+                    "rx queue {q}: the kernel refused the XDP socket on interface {} ({}; libxdp's \
+                     message above gives the kernel's reason): an MTU above what the interface's XDP \
+                     path takes (on a veth, its peer's MTU counts too: about 3 500 bytes at most), \
+                     fewer rx queues than start_queue + queue_count, or large receive offload on",
+                    settings.kernel_iface.as_deref().unwrap_or("?"),
+                    RteErrno::from_code(ret)
+                )));
+            }
             self.check(ret, "rte_eth_rx_queue_setup")?;
+        }
+        if self.xdp {
+            self.xdp_sockets = super::kernel_iface::xdp_sockets()
+                .into_iter()
+                .filter(|fd| !sockets_before.contains(fd))
+                .collect();
         }
         let mut txconf = dev.default_txconf;
         txconf.offloads = conf.txmode.offloads;
@@ -398,6 +435,8 @@ impl<'pool> Port<'pool> {
         self.check(ret, "rte_eth_stats_get")?;
         // A kernel port's ring drops, which its driver does not report (see `kernel_iface`).
         let kernel_drops = match self.kernel_ifindex {
+            // The driver already counts the sockets' `rx_dropped`; the full-ring drops are added.
+            Some(_) if self.xdp => super::kernel_iface::xdp_socket_drops(&self.xdp_sockets).rx_ring_full,
             Some(ifindex) => {
                 let new = super::kernel_iface::packet_ring_drops(ifindex);
                 self.kernel_drops.fetch_add(new, Ordering::Relaxed) + new
@@ -433,6 +472,33 @@ impl<'pool> Port<'pool> {
         let ret = unsafe { dpdk_sys::rte_eth_link_get_nowait(self.info.id, &mut link) };
         self.check(ret, "rte_eth_link_get_nowait")?;
         Ok(LinkStatus { up: link.link_status() != 0, speed_mbps: link.link_speed })
+    }
+
+    /// The MTU of a `net_af_xdp` port on `iface`: the asked-for one, or the interface's own
+    /// when none was asked for; refused above the driver's maximum (DPDK 22.11 receives each
+    /// frame into one page-sized buffer and has no XDP multi-buffer, so jumbo frames need
+    /// `net_af_packet`).
+    fn xdp_mtu(
+        &self,
+        dev: &dpdk_sys::rte_eth_dev_info,
+        iface: &str,
+        settings: &PortSettings,
+    ) -> Result<u32, DpdkError> {
+        let max = u32::from(dev.max_mtu);
+        let (mtu, whose) = if settings.mtu_explicit {
+            (u32::from(settings.mtu), "[[port]] mtu".to_owned())
+        } else {
+            let current = super::kernel_iface::mtu(iface).map_err(|e| self.capability(e.to_string()))?;
+            (current, format!("interface {iface}'s MTU (no [[port]] mtu given)"))
+        };
+        if mtu > max {
+            return Err(self.capability(format!(
+                "MTU {mtu} ({whose}) is above the {max} bytes net_af_xdp takes: DPDK 22.11 receives \
+                 each frame into one page, without XDP multi-buffer; set [[port]] mtu to at most \
+                 {max}, or use net_af_packet for jumbo frames"
+            )));
+        }
+        Ok(mtu.max(u32::from(dev.min_mtu)))
     }
 
     /// Sets the MTU of the kernel interface under the port (unless it already has it).
