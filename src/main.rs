@@ -157,11 +157,13 @@ fn execute(command: Command) -> Result<(), Failure> {
     match command {
         Command::Run { config } => {
             let loaded = Config::load(&config).map_err(|e| Failure::Usage(e.to_string()))?;
+            loaded.check_machine(&config, Purpose::Run).map_err(|e| Failure::Usage(e.to_string()))?;
             run_appliance(&loaded)
         }
         Command::Offline { config, port0, port1, workers } => {
             let loaded =
                 Config::load_for(&config, Purpose::Offline).map_err(|e| Failure::Usage(e.to_string()))?;
+            loaded.check_machine(&config, Purpose::Offline).map_err(|e| Failure::Usage(e.to_string()))?;
             let workers = workers.map_or_else(|| usize::from(loaded.queues()), usize::from);
             offline::run(&loaded, &port0, port1.as_deref(), workers).map_err(classify)?;
             Ok(())
