@@ -70,7 +70,8 @@ enum Command {
         /// The simulated point's configuration ([point], [segments], [ship], [sim], [synopses]).
         #[arg(long, short, value_name = "FILE.toml")]
         config: PathBuf,
-        /// Pause after each epoch, ms.
+        /// One epoch every this many ms, on a schedule from the start (a point that fell
+        /// behind catches up instead of drifting from the other point).
         #[arg(long, default_value_t = 0)]
         pace_ms: u64,
         /// Skip the epochs before this one (a point restarted mid-run).

@@ -2,9 +2,10 @@
 //! optionally spilled to a directory, resent after every reconnect, dropped only on the
 //! peer's acknowledgement or a counted give-up.
 //!
-//! Entries keep their enqueue order; the shipper sends them in that order, and a progress
-//! watermark only after every entry enqueued before it was sent (so the peer never takes an
-//! epoch for empty while its synopsis is still on the way). Spill files hold the frame as on
+//! Entries keep their enqueue order; the shipper sends them in that order, at most
+//! `[ship] window_bytes` unacknowledged at a time, and announces a progress watermark no
+//! higher than the oldest epoch with an entry not yet sent (so the peer never takes an epoch
+//! for empty while its synopsis is still on the way). Spill files hold the frame as on
 //! the wire without its tag (`p<point>-s<segment>-e<epoch>-k<kind>.wlq`); they are written to
 //! a temporary name and renamed, and checked (checksum) when loaded at start-up.
 
