@@ -15,8 +15,9 @@
 # flat too, whatever EPOCHS is.
 #
 # SYNOPSES_FILE (optional) replaces the [synopses.*] tables below (the same file for points and
-# collector); COLLECTOR_EXTRA is appended to the collector's file ([report], [colate], ...);
-# DNS_PER_EPOCH feeds the fridge.
+# collector; scripts/soak-medium.toml turns all five on); COLLECTOR_EXTRA is appended to the
+# collector's file ([report], [colate], ...); SHIP_EXTRA to the points' [ship] tables (e.g.
+# `window_bytes = ...`); DNS_PER_EPOCH feeds the fridge.
 set -euo pipefail
 
 EPOCHS=${EPOCHS:-500}
@@ -42,6 +43,7 @@ cache_capacity = 4096
 '
 if [ -n "${SYNOPSES_FILE:-}" ]; then SYNOPSES=$(cat "$SYNOPSES_FILE"); fi
 COLLECTOR_EXTRA=${COLLECTOR_EXTRA:-}
+SHIP_EXTRA=${SHIP_EXTRA:-}
 DNS_PER_EPOCH=${DNS_PER_EPOCH:-0}
 
 collector_config() { # $1 = listen address
@@ -111,6 +113,7 @@ backoff_initial_ms = 20
 backoff_max_ms = 500
 close_timeout_ms = 60000
 spill_dir = "$OUT/spill-$role"
+$SHIP_EXTRA
 [sim]
 seed = 5
 epochs = $EPOCHS

@@ -70,7 +70,8 @@ enum Command {
         /// The simulated point's configuration ([point], [segments], [ship], [sim], [synopses]).
         #[arg(long, short, value_name = "FILE.toml")]
         config: PathBuf,
-        /// Pause after each epoch, ms.
+        /// One epoch every this many ms, on a schedule from the start (a point that fell
+        /// behind catches up instead of drifting from the other point).
         #[arg(long, default_value_t = 0)]
         pace_ms: u64,
         /// Skip the epochs before this one (a point restarted mid-run).
@@ -157,11 +158,13 @@ fn execute(command: Command) -> Result<(), Failure> {
     match command {
         Command::Run { config } => {
             let loaded = Config::load(&config).map_err(|e| Failure::Usage(e.to_string()))?;
+            loaded.check_machine(&config, Purpose::Run).map_err(|e| Failure::Usage(e.to_string()))?;
             run_appliance(&loaded)
         }
         Command::Offline { config, port0, port1, workers } => {
             let loaded =
                 Config::load_for(&config, Purpose::Offline).map_err(|e| Failure::Usage(e.to_string()))?;
+            loaded.check_machine(&config, Purpose::Offline).map_err(|e| Failure::Usage(e.to_string()))?;
             let workers = workers.map_or_else(|| usize::from(loaded.queues()), usize::from);
             offline::run(&loaded, &port0, port1.as_deref(), workers).map_err(classify)?;
             Ok(())

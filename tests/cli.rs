@@ -149,3 +149,79 @@ fn bad_key_files_spill_paths_and_listen_addresses_are_usage_errors_naming_the_ke
     assert_clear_usage_error(o.status.code(), &last);
     assert!(last.contains("[collector] cannot listen on 256.0.0.1:7"), "{stderr}");
 }
+
+/// W14: cores the EAL cannot use and outputs of the wrong kind (a directory where a file goes,
+/// a file where a directory goes) are bad input, exit code 2, with one sentence naming the
+/// file, line, column and key; they were found only when the EAL started or the output was
+/// opened (exit code 1, the EAL's usage text or a repeated OS error).
+#[test]
+fn unusable_cores_and_outputs_of_the_wrong_kind_are_usage_errors_naming_the_key() {
+    let (code, stderr, path) = run_bad(&format!("[workers]\ncores = [4000]\n{VALID_PORTS}"));
+    assert_clear_usage_error(code, &stderr);
+    assert!(stderr.contains(&format!("{path}:2:9: key `workers.cores`")), "{stderr}");
+    assert!(stderr.contains("worker core 4000 is not a CPU this machine lets wirelat use"), "{stderr}");
+    let (code, stderr, path) = run_bad(&format!("[eal]\nmain_core = 4000\n{VALID_PORTS}"));
+    assert_clear_usage_error(code, &stderr);
+    assert!(stderr.contains(&format!("{path}:2:1: key `eal.main_core`")), "{stderr}");
+    let (code, stderr, _) = run_bad(&format!("[workers]\ncount = 127\n{VALID_PORTS}"));
+    assert_clear_usage_error(code, &stderr);
+    assert!(stderr.contains("key `workers.count`") && stderr.contains("127 workers need"), "{stderr}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("a.pcap"), b"").expect("pcap");
+    std::fs::write(d.join("afile"), b"").expect("file");
+    std::fs::create_dir(d.join("adir")).expect("dir");
+    let offline = |output: &str| {
+        let config = d.join("p.toml");
+        std::fs::write(
+            &config,
+            format!("[synopses.lda]\nbanks = [{{ rows = 64, p = 1.0 }}]\n[output]\n{output}\n"),
+        )
+        .expect("config");
+        let o = wirelat()
+            .args(["offline", "--config"])
+            .arg(&config)
+            .arg("--port0")
+            .arg(d.join("a.pcap"))
+            .output()
+            .expect("run");
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned(), config.display().to_string())
+    };
+    for (line, key, says) in [
+        (format!("json = \"{}\"", d.join("adir").display()), "output.json", "is a directory"),
+        (format!("dump_dir = \"{}\"", d.join("afile").display()), "output.dump_dir", "is a file"),
+        (format!("colate_archive = \"{}\"", d.join("afile").display()), "output.colate_archive", "is a file"),
+    ] {
+        let (code, stderr, path) = offline(&line);
+        let last = stderr.lines().last().unwrap_or_default().to_owned();
+        assert_clear_usage_error(code, &last);
+        assert!(last.contains(&format!("{path}:4:1: key `{key}`")) && last.contains(says), "{stderr}");
+    }
+    let key = d.join("k");
+    std::fs::write(&key, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff").expect("key");
+    let collect = |extra: &str, records: &Path| {
+        let config = d.join("c.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[collector]\nlisten = \"127.0.0.1:0\"\nkey_file = \"{}\"\nrecords = \"{}\"\n{extra}\
+                 [[point]]\nid = 1\nname = \"a\"\n[synopses.fridge]\n",
+                key.display(),
+                records.display()
+            ),
+        )
+        .expect("collector config");
+        let o = wirelat().args(["collect", "--config"]).arg(&config).output().expect("collect");
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, stderr) = collect("", &d.join("adir"));
+    let last = stderr.lines().last().unwrap_or_default().to_owned();
+    assert_clear_usage_error(code, &last);
+    assert!(last.contains("key `collector.records`") && last.contains("is a directory"), "{stderr}");
+    let (code, stderr) =
+        collect(&format!("[colate]\narchive_dir = \"{}\"\n", d.join("afile").display()), &d.join("r.jsonl"));
+    let last = stderr.lines().last().unwrap_or_default().to_owned();
+    assert_clear_usage_error(code, &last);
+    assert!(last.contains("key `colate.archive_dir`") && last.contains("is a file"), "{stderr}");
+}

@@ -444,6 +444,9 @@ fn collector_estimates_equal_the_estimators_on_the_same_synopses() {
         assert_eq!(counters["queued"], 0, "everything acknowledged: {counters}");
         assert!(counters["acked"].as_u64().unwrap() > 0);
         assert!(counters["rda_lookups"].as_u64().unwrap() > 0, "the peer looked timestamps up: {counters}");
+        // W14: each RDA cache is dropped when its epoch is acknowledged, not kept for the
+        // retention time (the points' RSS grew with every epoch of the soaks).
+        assert_eq!(counters["rda_caches_released"], counters["rda_caches_retained"], "{counters}");
     }
     let want = expected(&harvests(&t), &synopses());
     let got = written(&dir.path().join("records.jsonl"));
@@ -662,6 +665,32 @@ fn a_collector_that_gave_groups_up_exits_non_zero_with_a_summary() {
     assert_eq!(status.code(), Some(1), "{log}");
     let last = log.lines().last().unwrap_or_default();
     assert!(last.contains("groups were given up without records (pending_overflow "), "{log}");
+}
+
+/// W14: an overloaded collector (unpaced points, a 4 MiB `max_pending_bytes`) slows its
+/// points down through their send windows (`[ship] window_bytes`, 1 MiB each: together under
+/// the budget) instead of shedding what waits and making them resend their backlog. Nothing
+/// is shed or resent, each point keeps its one connection, and every group is committed.
+/// Without the window (the points sending as fast as TCP takes it) the same run sheds.
+#[test]
+fn an_overloaded_collector_slows_its_points_down_without_shedding_or_losing_anything() {
+    let dir = scratch();
+    let t = traffic(40);
+    let mut c = Collector::start(&collector_toml(dir.path(), "127.0.0.1:0", "max_pending_bytes = 4194304"));
+    let window = "window_bytes = 1048576";
+    let a = sim_point(&point_toml(dir.path(), "a", c.addr, &t, window), &["--pace-ms", "0"]);
+    let b = sim_point(&point_toml(dir.path(), "b", c.addr, &t, window), &["--pace-ms", "0"]);
+    let (oa, ob) = (finish(a, "point a"), finish(b, "point b"));
+    for o in [&oa, &ob] {
+        let counters: Value = serde_json::from_slice(&o.stdout).expect("counters");
+        assert_eq!(counters["queued"], 0, "{counters}");
+        assert_eq!(counters["resent"], 0, "nothing was shed and resent: {counters}");
+        assert_eq!(counters["connections"], 1, "never cut: {counters}");
+    }
+    assert!(c.metric("wirelat_peer_records_total") > 0.0);
+    let log = c.stop();
+    assert!(!log.contains("dropped unacknowledged"), "the collector shed: {log}");
+    assert_same(&written(&dir.path().join("records.jsonl")), &expected(&harvests(&t), &synopses()));
 }
 
 /// Connects as point 1 and completes the handshake; returns the raw stream too.

@@ -576,6 +576,89 @@ impl Config {
         Self::parse_for(&text, path, purpose)
     }
 
+    /// What only this machine can tell about the configuration loaded from `path` (its text
+    /// parses the same anywhere): outputs that name the wrong kind of file and, for
+    /// `wirelat run`, cores the EAL could not use. Called by the commands before they start
+    /// anything; the error names the file, line, column and key.
+    pub fn check_machine(&self, path: &Path, purpose: Purpose) -> Result<(), ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        self.check_output_paths(&text, path)?;
+        if purpose == Purpose::Run
+            && let Some(usable) = usable_cpus()
+        {
+            self.check_cores(&text, path, &usable)?;
+        }
+        Ok(())
+    }
+
+    /// `[output] json` must not be a directory, `dump_dir` and `colate_archive` not a file
+    /// (each would fail only when the run opens it, as a runtime error with exit code 1).
+    fn check_output_paths(&self, text: &str, path: &Path) -> Result<(), ConfigError> {
+        let table = table_start(text, "[output]").unwrap_or(0);
+        let fail = |key: &str, message: String| {
+            let span = key_span(text, table..table, key);
+            Err(invalid(path, text, Some(span), message))
+        };
+        if let Some(json) = self.output.json.as_deref().filter(|j| *j != "-")
+            && Path::new(json).is_dir()
+        {
+            return fail("json", format!("{json} is a directory; the JSON output must be a file (or `-`)"));
+        }
+        for (key, dir) in
+            [("dump_dir", &self.output.dump_dir), ("colate_archive", &self.output.colate_archive)]
+        {
+            if let Some(dir) = dir
+                && dir.exists()
+                && !dir.is_dir()
+            {
+                return fail(key, format!("{} is a file; it must name a directory", dir.display()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every configured core (`[workers] cores`, `[eal] main_core`) and the worker count must
+    /// fit the CPUs this process may run on (`usable`, from its affinity mask): otherwise the
+    /// EAL stops with a usage text and exit code 1 instead of naming the key.
+    fn check_cores(&self, text: &str, path: &Path, usable: &[u16]) -> Result<(), ConfigError> {
+        let list = usable_list(usable);
+        if let Some(cores) = &self.workers.cores
+            && let Some(bad) = cores.get_ref().iter().find(|c| !usable.contains(c))
+        {
+            return Err(invalid(
+                path,
+                text,
+                Some(cores.span()),
+                format!("worker core {bad} is not a CPU this machine lets wirelat use (usable: {list})"),
+            ));
+        }
+        if let Some(main) = self.eal.main_core
+            && !usable.contains(&main)
+        {
+            let table = table_start(text, "[eal]").unwrap_or(0);
+            return Err(invalid(
+                path,
+                text,
+                Some(key_span(text, table..table, "main_core")),
+                format!("main core {main} is not a CPU this machine lets wirelat use (usable: {list})"),
+            ));
+        }
+        if self.workers.cores.is_none() && usize::from(*self.workers.count.get_ref()) > usable.len() {
+            return Err(invalid(
+                path,
+                text,
+                Some(self.workers.count.span()),
+                format!(
+                    "{} workers need as many CPUs but this machine lets wirelat use {} ({list})",
+                    self.workers.count.get_ref(),
+                    usable.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Parses and validates `text` for `wirelat run`; `path` is only used in error messages.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         Self::parse_for(text, path, Purpose::Run)
@@ -885,6 +968,30 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The CPUs this process may run on (its affinity mask), ascending; None when unknown.
+fn usable_cpus() -> Option<Vec<u16>> {
+    let mut cpus: Vec<u16> =
+        core_affinity::get_core_ids()?.into_iter().filter_map(|c| u16::try_from(c.id).ok()).collect();
+    cpus.sort_unstable();
+    (!cpus.is_empty()).then_some(cpus)
+}
+
+/// `0-3, 6` for the CPU list `usable` (ascending).
+fn usable_list(usable: &[u16]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while let Some(&start) = usable.get(i) {
+        let mut end = start;
+        while usable.get(i + 1).is_some_and(|&n| Some(n) == end.checked_add(1)) {
+            end += 1;
+            i += 1;
+        }
+        parts.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
+        i += 1;
+    }
+    parts.join(", ")
 }
 
 /// The byte offset of the line holding exactly the table header `header` (e.g. `[ship]`).

@@ -39,6 +39,9 @@ use std::time::Duration;
 use thiserror::Error;
 use wirelat_dataplane::synopsis::rda::TimestampCache;
 
+/// The connection id of a point running in this process (remote connections count from 0).
+const LOCAL_CONN: u64 = u64::MAX;
+
 /// Why the peer could not start.
 #[derive(Debug, Error)]
 pub enum PeerError {
@@ -56,8 +59,8 @@ pub enum PeerError {
         /// Why.
         source: std::io::Error,
     },
-    /// The records file or its commit log.
-    #[error("cannot open the records {path}: {source}")]
+    /// The records file or its commit log (the OS error is the source: `{:#}` prints it once).
+    #[error("cannot open the records {path}")]
     Records {
         /// The file.
         path: String,
@@ -242,7 +245,7 @@ impl PeerHandle {
         )));
         let lp = Arc::new(LocalPoint { caches, queue });
         self.ctx.points.add_local(point, lp.clone());
-        let _ = self.events.send(Event::Connected { point, conn: u64::MAX, watermark: 0 });
+        let _ = self.events.send(Event::Connected { point, conn: LOCAL_CONN, watermark: 0 });
         let mut sink = LocalPeerSink {
             point,
             ctx: self.ctx.clone(),
@@ -323,7 +326,7 @@ impl LocalPeerSink {
         if n == 0 {
             return;
         }
-        let work = lock(q).next_work(usize::MAX);
+        let work = lock(q).next_work(usize::MAX, u64::MAX);
         for (_, src) in work.items {
             let bytes = match src {
                 crate::ship::queue::FrameSource::Memory(f) => Some((*f).clone()),
@@ -353,6 +356,7 @@ impl EpochSink for LocalPeerSink {
         self.feed(&frame);
         let _ = self.events.send(Event::Progress {
             point: self.point,
+            conn: LOCAL_CONN,
             watermark: msg.epoch,
             given_up: Vec::new(),
         });
@@ -365,6 +369,7 @@ impl EpochSink for LocalPeerSink {
     fn progress(&mut self, passed_epoch: u64) {
         let _ = self.events.send(Event::Progress {
             point: self.point,
+            conn: LOCAL_CONN,
             watermark: passed_epoch,
             given_up: Vec::new(),
         });
@@ -375,6 +380,7 @@ impl EpochSink for LocalPeerSink {
             self.closed = true;
             let _ = self.events.send(Event::Progress {
                 point: self.point,
+                conn: LOCAL_CONN,
                 watermark: u64::MAX,
                 given_up: Vec::new(),
             });

@@ -41,6 +41,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use wirelat_dataplane::packet::PacketConfig;
+use wirelat_dataplane::synopsis::SynopsisKind;
 use wirelat_dataplane::synopsis::rda::TimestampCache;
 
 /// `[ship]`: where and how a point ships its epochs.
@@ -95,6 +96,15 @@ pub struct ShipConfig {
     /// Largest frame body accepted from the peer.
     #[serde(default = "default_max_body")]
     pub max_body_bytes: u32,
+    /// Send window: most bytes of epoch synopses sent and not yet acknowledged. The peer
+    /// acknowledges only what it committed, so a peer that falls behind slows its points
+    /// down here instead of reading (and buffering) without bound: its waiting synopses stay
+    /// below the sum of its points' windows, under `max_pending_bytes`, and nothing is shed
+    /// and resent. A window that cannot hold a whole group's synopses of this point (a long
+    /// `fridge_epochs` or `[colate] windows` span) still moves: after a second without an
+    /// acknowledgement one more batch goes.
+    #[serde(default = "default_window_bytes")]
+    pub window_bytes: u64,
 }
 
 fn default_queue_messages() -> usize {
@@ -126,6 +136,11 @@ fn default_close_timeout_ms() -> u64 {
 }
 fn default_max_body() -> u32 {
     DEFAULT_MAX_BODY_BYTES
+}
+fn default_window_bytes() -> u64 {
+    // 16 MiB: on a LAN many epochs of synopses in flight (throughput is not window-bound),
+    // and 64 points fit the collector's default 1 GiB `max_pending_bytes`.
+    16 << 20
 }
 
 /// Smallest `queue_bytes` and `spill_bytes`: room for at least a few encoded synopses. Below it
@@ -166,6 +181,7 @@ impl ShipConfig {
         range("io_timeout_ms", self.io_timeout_ms, 1, MAX_MS)?;
         range("rda_retention_ms", self.rda_retention_ms, 1, MAX_MS)?;
         range("close_timeout_ms", self.close_timeout_ms, 1, MAX_MS)?;
+        range("window_bytes", self.window_bytes, MIN_BODY_BYTES.into(), 1 << 40)?;
         if self.spill_all && self.spill_dir.is_none() {
             return Err(("spill_all", "[ship] spill_all = true needs spill_dir".into()));
         }
@@ -191,6 +207,7 @@ impl ShipConfig {
             rda_retention_bytes: default_retention_bytes(),
             close_timeout_ms: default_close_timeout_ms(),
             max_body_bytes: default_max_body(),
+            window_bytes: default_window_bytes(),
         }
     }
 }
@@ -253,6 +270,8 @@ pub struct ShipCounters {
     pub rda_caches_expired: u64,
     /// See `rda_caches_retained`.
     pub rda_caches_evicted: u64,
+    /// RDA caches dropped when the peer acknowledged their epoch (its reconciliation is over).
+    pub rda_caches_released: u64,
     /// Look-up requests answered, ids looked up, requests for a cache not held.
     pub rda_lookups: u64,
     /// See `rda_lookups`.
@@ -344,7 +363,7 @@ impl NetworkSink {
             let q = lock(&s.queue);
             // Done when everything was acknowledged and the final watermark announced (or
             // there is no connection to announce it on).
-            if q.is_empty() && (!q.has_work() || !connected) {
+            if q.is_empty() && (!q.has_work(s.cfg.window_bytes) || !connected) {
                 break;
             }
             let now = Instant::now();
@@ -558,6 +577,7 @@ fn snapshot(s: &Shared) -> ShipCounters {
         rda_caches_retained: get(&rc.retained),
         rda_caches_expired: get(&rc.expired),
         rda_caches_evicted: get(&rc.evicted),
+        rda_caches_released: get(&rc.released),
         rda_lookups: get(&rc.lookups),
         rda_lookup_ids: get(&rc.lookup_ids),
         rda_lookup_misses: get(&rc.missed),
@@ -789,14 +809,14 @@ fn ship_loop(
                     s.give_up(&key, GiveUp::TooOld);
                 }
             }
-            if !q.has_work() && s.given_up.total() == last_given_up {
+            if !q.has_work(s.cfg.window_bytes) && s.given_up.total() == last_given_up {
                 q = s
                     .wake
                     .wait_timeout(q, Duration::from_millis(200))
                     .map(|(g, _)| g)
                     .unwrap_or_else(|p| p.into_inner().0);
             }
-            q.next_work(64)
+            q.next_work(64, s.cfg.window_bytes)
         };
         lock(&s.retained).expire();
         for (key, src) in work.items {
@@ -855,6 +875,10 @@ fn reader_main(
         };
         let reply = match m {
             Message::Ack(key) => {
+                if key.kind == SynopsisKind::Rda && key.point == s.point {
+                    // Committed at the peer: no look-up for this epoch's cache can follow.
+                    lock(&s.retained).release(key.segment, key.epoch);
+                }
                 if lock(&s.queue).ack(&key) {
                     s.counters.acked.fetch_add(1, Ordering::Relaxed);
                     s.wake.notify_all();

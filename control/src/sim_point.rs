@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use wirelat_dataplane::packet::{Exchange, ExchangeKind, FlowKey, PacketConfig, Role};
 use wirelat_dataplane::sim::{DelayModel, rng};
 use wirelat_dataplane::synopsis::colate::Colate;
@@ -477,7 +477,11 @@ pub fn simulate(
 /// How `wirelat sim-point` runs.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RunOptions {
-    /// Pause after each epoch.
+    /// One epoch per `pace`, on a schedule from the start (as a real point's epochs follow the
+    /// wall clock): a point that fell behind catches up instead of drifting. With a pause
+    /// after each epoch instead, two points drifted apart for the whole run, and the one
+    /// ahead held an ever longer backlog of unacknowledged epochs (its synopses wait at the
+    /// collector for the other point's): the W14 soaks' linear RSS growth of one point.
     pub pace: Duration,
     /// Skip the epochs before this one (relative index): a point restarted mid-run.
     pub from_epoch: u64,
@@ -506,6 +510,8 @@ pub fn run(config: &Path, opts: RunOptions) -> Result<(), String> {
     let mut sink = NetworkSink::new(cfg.point.id, &cfg.synopses, &cfg.packet, cfg.ship.clone())
         .map_err(|e| e.to_string())?;
     let base = cfg.sim.first_epoch;
+    let start = Instant::now();
+    let mut paced: u32 = 0;
     while let Some(step) = sim.step() {
         for h in step?.into_iter().nth(which).unwrap_or_default() {
             let rel = h.epoch.saturating_sub(base);
@@ -525,7 +531,11 @@ pub fn run(config: &Path, opts: RunOptions) -> Result<(), String> {
                 std::thread::sleep(Duration::from_millis(50));
                 std::process::exit(3);
             }
-            std::thread::sleep(opts.pace);
+            paced = paced.saturating_add(1);
+            let due = start + opts.pace.saturating_mul(paced);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
         }
     }
     sink.close();

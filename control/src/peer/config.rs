@@ -270,7 +270,39 @@ impl PeerConfig {
     pub fn load(path: &Path) -> Result<Self, PeerConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| PeerConfigError::Read { path: path.to_path_buf(), source })?;
-        Self::parse(&text, path)
+        let cfg = Self::parse(&text, path)?;
+        cfg.check_output_paths(path)?;
+        Ok(cfg)
+    }
+
+    /// The records file and its commit log must not be directories, `[colate] archive_dir`
+    /// not a file: each would fail only when opened, as a runtime error with exit code 1.
+    fn check_output_paths(&self, path: &Path) -> Result<(), PeerConfigError> {
+        let bad = |key: &str, message: String| {
+            Err(PeerConfigError::Invalid { path: path.to_path_buf(), key: key.to_owned(), message })
+        };
+        let records = Path::new(&self.collector.records);
+        if self.collector.records != "-" && records.is_dir() {
+            return bad(
+                "collector.records",
+                format!("{} is a directory; records go to a file", records.display()),
+            );
+        }
+        if let Some(log) = self.commit_log_path().filter(|l| l.is_dir()) {
+            let key = if self.collector.commit_log.is_some() {
+                "collector.commit_log"
+            } else {
+                "collector.records"
+            };
+            return bad(key, format!("the commit log {} is a directory; it must be a file", log.display()));
+        }
+        if let Some(dir) = self.colate.archive_dir.as_ref().filter(|d| d.exists() && !d.is_dir()) {
+            return bad(
+                "colate.archive_dir",
+                format!("{} is a file; it must name a directory", dir.display()),
+            );
+        }
+        Ok(())
     }
 
     /// Parses and validates `text` (`path` names it in errors).

@@ -47,8 +47,8 @@ pub(crate) enum Event {
     /// An epoch synopsis (or why it could not be decoded), and its encoded size (what the
     /// pending-bytes budget counts).
     Epoch { key: MessageKey, complete: bool, epoch_len_ns: u64, bytes: u64, decoded: Result<Decoded, String> },
-    /// A point's watermark and give-up counters.
-    Progress { point: u32, watermark: u64, given_up: Vec<(GiveUp, u64)> },
+    /// A point's watermark and give-up counters, read on connection `conn`.
+    Progress { point: u32, conn: u64, watermark: u64, given_up: Vec<(GiveUp, u64)> },
     /// An RDA reconciliation finished.
     RdaDone { group: GroupKey, result: Box<RdaResult> },
     /// Stop (pending groups stay unacknowledged: the points resend them to the next run).
@@ -114,6 +114,9 @@ pub(crate) struct Engine {
     /// Points whose waiting synopses were shed: their progress is ignored until they connect
     /// again (what the old connection reported delivered was dropped here).
     awaiting_hello: HashSet<u32>,
+    /// Each point's current connection (its latest hello): progress read on an older one is
+    /// stale (see `Event::Progress` in `handle`).
+    conns: HashMap<u32, u64>,
     in_flight: HashMap<GroupKey, InFlight>,
     census: HashMap<(u32, u64), Census>,
     held: HashSet<MessageKey>,
@@ -152,6 +155,7 @@ impl Engine {
             pending_bytes: 0,
             rda_blocked: BTreeSet::new(),
             awaiting_hello: HashSet::new(),
+            conns: HashMap::new(),
             in_flight: HashMap::new(),
             census: HashMap::new(),
             held: HashSet::new(),
@@ -201,13 +205,22 @@ impl Engine {
                 tracing::debug!(point, conn, watermark, "engine: point connected");
                 // The hello's watermark is the point's truth now (a restarted point starts over).
                 self.awaiting_hello.remove(&point);
+                self.conns.insert(point, conn);
                 let old = self.watermark.insert(point, watermark).unwrap_or(0);
                 self.metrics.set(metrics::WATERMARK, &[("point", &point.to_string())], watermark as f64);
                 self.watermark_moved(old, watermark);
             }
             Event::Disconnected { point, conn } => tracing::debug!(point, conn, "engine: point disconnected"),
-            Event::Progress { point, watermark, given_up } => {
-                if self.awaiting_hello.contains(&point) {
+            Event::Progress { point, conn, watermark, given_up } => {
+                // A replaced connection's thread may still hand in a progress it read before
+                // the cut, after the new hello: taking its watermark would pass the epochs the
+                // point is about to resend (the ones shedding dropped), resolve their groups
+                // with a side taken for empty, and move the forgetting floor past them, so
+                // that their resent synopses were acknowledged as already emitted and never
+                // written (the `dedupe_epochs = 1000` loss of issue 21).
+                if self.awaiting_hello.contains(&point) || self.conns.get(&point).is_some_and(|&c| c != conn)
+                {
+                    tracing::debug!(point, conn, watermark, "engine: stale progress ignored");
                     return;
                 }
                 let w = self.watermark.entry(point).or_insert(0);
@@ -533,6 +546,48 @@ impl Engine {
         let floor = passed.saturating_sub(self.cfg.report.dedupe_epochs).min(open);
         if floor > 0 {
             self.sink.forget_before(floor);
+        }
+        self.drop_orphan_census();
+    }
+
+    /// Drops the LDS census of windows whose COLATE group can no longer come, and acknowledges
+    /// the LDS synopses it held: no COLATE synopsis of the group is waiting and every point's
+    /// watermark passed its last epoch
+    /// (a point sends an epoch's synopses before the progress that passes it, so none is on
+    /// its way). Without this a census whose COLATE group never arrived (a point that sent LDS
+    /// but no COLATE for those windows) stayed for the whole run and its LDS synopses were
+    /// never acknowledged. With it the census holds at most one entry per segment and window
+    /// not yet passed by every point's watermark.
+    fn drop_orphan_census(&mut self) {
+        if self.census.is_empty() {
+            return;
+        }
+        let orphans: Vec<(u32, u64)> = self
+            .census
+            .keys()
+            .copied()
+            .filter(|&(s, w)| {
+                let ck =
+                    self.group_of(&MessageKey { point: 0, segment: s, epoch: w, kind: SynopsisKind::Colate });
+                !self.pending.contains_key(&ck)
+                    && !self.in_flight.contains_key(&ck)
+                    && self
+                        .expected(&ck)
+                        .iter()
+                        .all(|p| self.watermark.get(p).is_some_and(|&wm| wm > ck.last))
+            })
+            .collect();
+        for k in orphans {
+            let Some(c) = self.census.remove(&k) else { continue };
+            tracing::warn!(
+                segment = k.0,
+                window = k.1,
+                "no COLATE synopsis came for this window: its LDS flow census is dropped"
+            );
+            for key in &c.held {
+                self.held.remove(key);
+            }
+            self.ack_all(&c.held);
         }
     }
 
@@ -1098,6 +1153,11 @@ mod tests {
 
     /// An engine over a two-point LDA collector (segment 10: 1 → 2) writing to `dir`.
     fn lda_engine(dir: &std::path::Path, extra: &str) -> (Engine, Arc<PeerConfig>) {
+        engine_with(dir, extra, "[synopses.lda]\nbanks = [{ rows = 16, p = 1.0 }]\nseed = 7\n")
+    }
+
+    /// The same with the `synopses` tables given.
+    fn engine_with(dir: &std::path::Path, extra: &str, synopses: &str) -> (Engine, Arc<PeerConfig>) {
         let text = format!(
             r#"
 [collector]
@@ -1115,9 +1175,7 @@ name = "b"
 id = 10
 upstream = 1
 downstream = 2
-[synopses.lda]
-banks = [{{ rows = 16, p = 1.0 }}]
-seed = 7
+{synopses}
 "#,
             records = dir.join("r.jsonl").display()
         );
@@ -1141,8 +1199,13 @@ seed = 7
         }
     }
 
+    /// Progress of `point` on the connection the tests' hellos give it (`point`).
     fn progress(point: u32, watermark: u64) -> Event {
-        Event::Progress { point, watermark, given_up: Vec::new() }
+        progress_on(point, point as u64, watermark)
+    }
+
+    fn progress_on(point: u32, conn: u64, watermark: u64) -> Event {
+        Event::Progress { point, conn, watermark, given_up: Vec::new() }
     }
 
     #[test]
@@ -1228,6 +1291,77 @@ seed = 7
         }
         assert_eq!(e.sink.records_written(), 10);
         assert_eq!((e.pending.len(), e.pending_bytes), (0, 0));
+    }
+
+    #[test]
+    fn a_stale_progress_after_shedding_neither_resolves_nor_forgets_the_resent_epochs() {
+        // Issue 21's `dedupe_epochs = 1000` loss, made deterministic: shedding drops what waits
+        // and cuts both points; each reconnects (a new hello) and resends from its safe
+        // watermark, but a progress its old connection read before the cut is handed in after
+        // the hello. Taken, it said "every epoch below 10 delivered": the resent epochs' groups
+        // resolved with the other side taken for empty, and the forgetting floor
+        // (dedupe_epochs = 1) passed them, so their synopses were acknowledged as duplicates
+        // and never written.
+        let dir = tempfile::tempdir().unwrap();
+        let (mut e, cfg) = lda_engine(dir.path(), "max_pending_bytes = 1048576\n[report]\ndedupe_epochs = 1");
+        e.handle(Event::Connected { point: 1, conn: 1, watermark: 0 });
+        e.handle(Event::Connected { point: 2, conn: 2, watermark: 0 });
+        for epoch in 0..10 {
+            e.handle(lda_epoch(&cfg, 1, epoch));
+        }
+        assert!(e.pending.len() < 4 && !e.awaiting_hello.is_empty(), "shed");
+        e.handle(Event::Connected { point: 1, conn: 3, watermark: 0 });
+        e.handle(Event::Connected { point: 2, conn: 4, watermark: 0 });
+        e.handle(progress_on(1, 1, 10));
+        e.handle(progress_on(2, 2, 10));
+        for epoch in 0..10 {
+            e.handle(lda_epoch(&cfg, 1, epoch));
+            e.handle(lda_epoch(&cfg, 2, epoch));
+        }
+        e.handle(progress_on(1, 3, 10));
+        e.handle(progress_on(2, 4, 10));
+        assert_eq!(e.sink.records_written(), 10, "one record per epoch");
+        let text = std::fs::read_to_string(dir.path().join("r.jsonl")).unwrap();
+        let both = text.lines().filter(|l| l.contains(r#""absent":[]"#)).count();
+        assert_eq!(both, 10, "every record has both sides:\n{text}");
+    }
+
+    #[test]
+    fn an_lds_census_whose_colate_group_never_comes_is_dropped_and_its_synopses_acknowledged() {
+        // LDS and COLATE on; both points send LDS for 50 epochs and no COLATE at all. Each LDS
+        // group keeps its flow census for the COLATE group of its window (and holds its LDS
+        // synopses unacknowledged); once every watermark passed a window with no COLATE
+        // synopsis waiting, that group cannot come: the census must go, or it grows with
+        // every epoch (the leak the issue's last note names).
+        let dir = tempfile::tempdir().unwrap();
+        let synopses = "[synopses.lds]\nrows = 2\nwidth = 64\nvlda_len = 2\nflow_capacity = 64\nseed = 9\n\
+                        [synopses.colate]\ncounters = 101\ncells_per_flow = 4\ncounter_bits = 48\n\
+                        epoch_threshold_ticks = 100000000000000\npacket_counts = true\ntick_ns = 100\n\
+                        origin_ns = 1000000000\n";
+        let (mut e, cfg) = engine_with(dir.path(), "", synopses);
+        e.handle(Event::Connected { point: 1, conn: 1, watermark: 0 });
+        e.handle(Event::Connected { point: 2, conn: 2, watermark: 0 });
+        let lds = |point: u32, epoch: u64| Event::Epoch {
+            key: MessageKey { point, segment: 10, epoch, kind: SynopsisKind::Lds },
+            complete: true,
+            epoch_len_ns: 1_000_000,
+            bytes: 1000,
+            decoded: Ok(Decoded::Lds(Box::new(Lds::new(cfg.synopses.lds.as_ref().unwrap()).unwrap()))),
+        };
+        for epoch in 0..50 {
+            e.handle(lds(1, epoch));
+            e.handle(lds(2, epoch));
+        }
+        assert_eq!(e.census.len(), 50, "each window's census waits while no watermark passed it");
+        e.handle(progress(1, 30));
+        e.handle(progress(2, 30));
+        assert_eq!(e.census.len(), 20, "windows 0..30 were passed by both points with no COLATE waiting");
+        assert_eq!(e.held.len(), 40);
+        e.handle(progress(1, 50));
+        e.handle(progress(2, 50));
+        assert!(e.census.is_empty() && e.held.is_empty());
+        let g = e.group_of(&MessageKey { point: 1, segment: 10, epoch: 49, kind: SynopsisKind::Lds });
+        assert!(e.pending.is_empty() && e.sink.committed(&g), "the LDS groups themselves were emitted");
     }
 
     #[test]

@@ -553,7 +553,7 @@ fn read_loop(
                 if p != point {
                     return Err(("protocol", format!("point {point} sent progress for point {p}")));
                 }
-                let _ = ctx.events.send(Event::Progress { point, watermark, given_up });
+                let _ = ctx.events.send(Event::Progress { point, conn: link.conn, watermark, given_up });
             }
             Message::LookupResponse { request_id, .. } | Message::BindResponse { request_id, .. } => {
                 if let Some(tx) = lock(&link.pending).remove(&request_id) {

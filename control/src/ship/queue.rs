@@ -2,9 +2,10 @@
 //! optionally spilled to a directory, resent after every reconnect, dropped only on the
 //! peer's acknowledgement or a counted give-up.
 //!
-//! Entries keep their enqueue order; the shipper sends them in that order, and a progress
-//! watermark only after every entry enqueued before it was sent (so the peer never takes an
-//! epoch for empty while its synopsis is still on the way). Spill files hold the frame as on
+//! Entries keep their enqueue order; the shipper sends them in that order, at most
+//! `[ship] window_bytes` unacknowledged at a time, and announces a progress watermark no
+//! higher than the oldest epoch with an entry not yet sent (so the peer never takes an epoch
+//! for empty while its synopsis is still on the way). Spill files hold the frame as on
 //! the wire without its tag (`p<point>-s<segment>-e<epoch>-k<kind>.wlq`); they are written to
 //! a temporary name and renamed, and checked (checksum) when loaded at start-up.
 
@@ -109,7 +110,20 @@ pub struct Queue {
     /// With `spill_all`: entries kept in memory only because writing them to disk failed
     /// (disk full, spill_bytes reached): a crash of the point would lose them.
     not_crash_safe: u64,
+    /// Bytes sent on this connection and not acknowledged yet (what the send window counts).
+    in_flight_bytes: u64,
+    /// Unsent entries per epoch: the watermark a window-limited shipper may announce is the
+    /// oldest of them (entries are not in epoch order after a spill directory was loaded).
+    unsent_epochs: BTreeMap<u64, usize>,
+    /// When the last acknowledgement came (or the connection started).
+    last_ack: Instant,
 }
+
+/// How long a full send window waits for an acknowledgement before it lets one more batch
+/// go anyway: a group that needs more of this point's synopses than the window holds (a
+/// `[report] fridge_epochs` or `[colate] windows` span larger than the window) would
+/// otherwise wait forever.
+pub const WINDOW_STALL: Duration = Duration::from_secs(1);
 
 impl Queue {
     /// An empty queue.
@@ -126,6 +140,9 @@ impl Queue {
             watermark: 0,
             announced: None,
             not_crash_safe: 0,
+            in_flight_bytes: 0,
+            unsent_epochs: BTreeMap::new(),
+            last_ack: Instant::now(),
         }
     }
 
@@ -239,12 +256,18 @@ impl Queue {
         self.next_seq += 1;
         self.entries.insert(seq, Entry { key, frame, spill, bytes, enqueued: Instant::now(), sent: false });
         self.by_key.insert(key, seq);
+        *self.unsent_epochs.entry(key.epoch).or_default() += 1;
         Offer::Queued
     }
 
     fn remove_seq(&mut self, seq: u64) -> Option<Entry> {
         let e = self.entries.remove(&seq)?;
         self.by_key.remove(&e.key);
+        if e.sent {
+            self.in_flight_bytes = self.in_flight_bytes.saturating_sub(e.bytes);
+        } else {
+            self.unsent_removed(e.key.epoch);
+        }
         if e.frame.is_some() {
             self.memory_messages -= 1;
             self.memory_bytes -= e.bytes;
@@ -258,6 +281,7 @@ impl Queue {
 
     /// The peer consumed `key`: drop it (and its spill file). False if it was not queued.
     pub fn ack(&mut self, key: &MessageKey) -> bool {
+        self.last_ack = Instant::now();
         match self.by_key.get(key).copied() {
             Some(seq) => self.remove_seq(seq).is_some(),
             None => false,
@@ -266,27 +290,74 @@ impl Queue {
 
     /// A new connection: everything unacknowledged is sent again.
     pub fn mark_all_unsent(&mut self) {
+        self.unsent_epochs.clear();
         for e in self.entries.values_mut() {
             e.sent = false;
+            *self.unsent_epochs.entry(e.key.epoch).or_default() += 1;
         }
         self.cursor = 0;
         self.announced = None;
+        self.in_flight_bytes = 0;
+        self.last_ack = Instant::now();
     }
 
-    /// Up to `max` unsent entries in order (marked sent), and the watermark to announce after
-    /// them if they are all that was unsent and it was not announced on this connection yet.
-    pub fn next_work(&mut self, max: usize) -> Work {
+    fn unsent_removed(&mut self, epoch: u64) {
+        if let Some(n) = self.unsent_epochs.get_mut(&epoch) {
+            *n -= 1;
+            if *n == 0 {
+                self.unsent_epochs.remove(&epoch);
+            }
+        }
+    }
+
+    /// Bytes sent on this connection and not acknowledged yet.
+    pub fn in_flight_bytes(&self) -> u64 {
+        self.in_flight_bytes
+    }
+
+    /// True when the send window (`window` bytes unacknowledged) lets an entry of `bytes` go:
+    /// always when nothing is in flight, and when no acknowledgement came for
+    /// [`WINDOW_STALL`] (see there).
+    fn window_open(&self, window: u64, bytes: u64) -> bool {
+        self.in_flight_bytes == 0
+            || self.in_flight_bytes.saturating_add(bytes) <= window
+            || self.last_ack.elapsed() >= WINDOW_STALL
+    }
+
+    /// The watermark that may be announced now: every epoch below it was sent (or
+    /// acknowledged), so the peer may take what it did not receive below it for empty.
+    fn announceable(&self) -> u64 {
+        self.unsent_epochs.keys().next().map_or(self.watermark, |&e| e.min(self.watermark))
+    }
+
+    /// The progress to announce: the announceable watermark when it is new on this connection
+    /// (a full send window holds entries back: then the watermark stops at the oldest of them
+    /// rather than not being announced at all, which would keep the peer's groups waiting for
+    /// this point while their acknowledgements are what the window waits for).
+    fn new_progress(&self) -> Option<u64> {
+        let w = self.announceable();
+        self.announced.is_none_or(|a| w > a).then_some(w)
+    }
+
+    /// Up to `max` unsent entries in order (marked sent) within the send `window` (bytes sent
+    /// and not acknowledged), and the watermark to announce after them when it moved.
+    pub fn next_work(&mut self, max: usize, window: u64) -> Work {
         let mut items = Vec::new();
-        let mut more = false;
+        let stalled = self.last_ack.elapsed() >= WINDOW_STALL;
+        let mut sent_epochs = Vec::new();
         for (&seq, e) in self.entries.range_mut(self.cursor..) {
             if e.sent {
                 continue;
             }
-            if items.len() == max {
-                more = true;
+            let open = self.in_flight_bytes == 0
+                || self.in_flight_bytes.saturating_add(e.bytes) <= window
+                || (stalled && items.len() < max);
+            if items.len() == max || !open {
                 break;
             }
             e.sent = true;
+            self.in_flight_bytes += e.bytes;
+            sent_epochs.push(e.key.epoch);
             self.cursor = seq + 1;
             let src = match (&e.frame, &e.spill) {
                 (Some(f), _) => FrameSource::Memory(f.clone()),
@@ -296,16 +367,28 @@ impl Queue {
             };
             items.push((e.key, src));
         }
-        let progress = (!more && self.announced != Some(self.watermark)).then_some(self.watermark);
+        if stalled && !items.is_empty() {
+            // The stall valve let a batch go: the next one waits for an acknowledgement again.
+            self.last_ack = Instant::now();
+        }
+        for epoch in sent_epochs {
+            self.unsent_removed(epoch);
+        }
+        let progress = self.new_progress();
         if progress.is_some() {
             self.announced = progress;
         }
         Work { items, progress }
     }
 
-    /// True when something is waiting to be sent or announced.
-    pub fn has_work(&self) -> bool {
-        self.entries.range(self.cursor..).any(|(_, e)| !e.sent) || self.announced != Some(self.watermark)
+    /// True when something may be sent within the send `window`, or a new watermark
+    /// announced.
+    pub fn has_work(&self, window: u64) -> bool {
+        self.entries
+            .range(self.cursor..)
+            .find(|(_, e)| !e.sent)
+            .is_some_and(|(_, e)| self.window_open(window, e.bytes))
+            || self.new_progress().is_some()
     }
 
     /// A frame read back from disk failed: give the entry up.
@@ -511,13 +594,13 @@ mod tests {
         }
         assert_eq!(q.offer(key(1), frame(1, 4)), Offer::Duplicate);
         q.advance_watermark(3);
-        let w = q.next_work(2);
+        let w = q.next_work(2, u64::MAX);
         assert_eq!(keys(&w), vec![0, 1]);
-        assert_eq!(w.progress, None, "no watermark before every earlier entry was sent");
-        let w = q.next_work(2);
+        assert_eq!(w.progress, Some(2), "the watermark stops at the oldest epoch not sent");
+        let w = q.next_work(2, u64::MAX);
         assert_eq!(keys(&w), vec![2]);
         assert_eq!(w.progress, Some(3));
-        assert!(!q.has_work());
+        assert!(!q.has_work(u64::MAX));
         assert!(q.ack(&key(1)));
         assert!(!q.ack(&key(1)));
         assert_eq!(q.safe_watermark(), 0, "epoch 0 is still unacknowledged");
@@ -525,9 +608,42 @@ mod tests {
         assert_eq!(q.safe_watermark(), 2);
         q.offer(key(0), frame(0, 4));
         q.mark_all_unsent();
-        let w = q.next_work(10);
+        let w = q.next_work(10, u64::MAX);
         assert_eq!(keys(&w), vec![2, 0], "in enqueue order");
         assert_eq!(w.progress, Some(3), "the watermark is announced again on a new connection");
+    }
+
+    #[test]
+    fn the_send_window_holds_back_until_acknowledged_and_the_watermark_still_moves() {
+        let mut q = Queue::new(limits(100, None));
+        let size = frame(0, 100).len() as u64;
+        for e in 0..10 {
+            q.offer(key(e), frame(e, 100));
+        }
+        q.advance_watermark(10);
+        // Room for three frames in flight.
+        let window = 3 * size;
+        let w = q.next_work(64, window);
+        assert_eq!(keys(&w), vec![0, 1, 2]);
+        assert_eq!(w.progress, Some(3), "epochs below 3 were all sent");
+        assert_eq!(q.in_flight_bytes(), window);
+        assert!(!q.has_work(window), "a full window waits (no busy loop)");
+        assert!(q.next_work(64, window).items.is_empty());
+        assert!(q.ack(&key(1)));
+        assert!(q.has_work(window));
+        let w = q.next_work(64, window);
+        assert_eq!(keys(&w), vec![3], "one acknowledgement, one frame");
+        assert_eq!(w.progress, Some(4));
+        // A reconnect starts the window over: everything unacknowledged is in it again.
+        q.mark_all_unsent();
+        assert_eq!(keys(&q.next_work(64, window)), vec![0, 2, 3]);
+        // No acknowledgement for WINDOW_STALL: one more batch goes (a group larger than the
+        // window must not wait forever).
+        std::thread::sleep(WINDOW_STALL + Duration::from_millis(50));
+        assert!(q.has_work(window));
+        let w = q.next_work(2, window);
+        assert_eq!(keys(&w), vec![4, 5]);
+        assert!(!q.has_work(window), "the valve opens once per stall");
     }
 
     #[test]
@@ -540,7 +656,7 @@ mod tests {
         assert_eq!(q.offer(key(0), frame(0, 4)), Offer::Queued);
         assert_eq!(q.offer(key(1), frame(1, 4)), Offer::Queued);
         assert_eq!(q.spilled(), 1);
-        let w = q.next_work(10);
+        let w = q.next_work(10, u64::MAX);
         assert!(matches!(w.items[1].1, FrameSource::Disk(_)));
         assert!(q.ack(&key(1)));
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "acked spill files are removed");
@@ -562,7 +678,7 @@ mod tests {
         let got = q.load_spill(1, 1 << 20, |_| true);
         assert_eq!(got.loaded, 2);
         assert_eq!(reasons(&got), vec![SetAside::Corrupt]);
-        assert_eq!(keys(&q.next_work(10)), vec![3, 5]);
+        assert_eq!(keys(&q.next_work(10, u64::MAX)), vec![3, 5]);
         assert_eq!(wlq_files(dir.path()), 2);
         // A filter (the run's fingerprints) sets aside what it refuses.
         drop(q);
@@ -570,7 +686,7 @@ mod tests {
         let got = q.load_spill(1, 1 << 20, |e| e.key.epoch != 3);
         assert_eq!(got.loaded, 1);
         assert_eq!(reasons(&got), vec![SetAside::ConfigChanged]);
-        assert_eq!(keys(&q.next_work(10)), vec![5]);
+        assert_eq!(keys(&q.next_work(10, u64::MAX)), vec![5]);
         assert_eq!(wlq_files(dir.path()), 1);
         let aside = dir.path().join(SET_ASIDE_DIR);
         assert!(aside.join("p1-s2-e3-k2.wlq.config_changed").exists());
@@ -615,7 +731,7 @@ mod tests {
         let got = q.load_spill(1, 1 << 20, |_| true);
         assert_eq!(got.loaded, 0);
         assert_eq!(reasons(&got), vec![SetAside::ForeignPoint; 3]);
-        assert_eq!(keys(&q.next_work(10)), vec![7], "only this point's own epoch is sent");
+        assert_eq!(keys(&q.next_work(10, u64::MAX)), vec![7], "only this point's own epoch is sent");
         assert_eq!(wlq_files(dir.path()), 0);
         assert_eq!(std::fs::read_dir(dir.path().join(SET_ASIDE_DIR)).unwrap().count(), 3);
     }
