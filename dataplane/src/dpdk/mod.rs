@@ -26,7 +26,9 @@ pub use crate::cpu::{prefetch, rdtsc};
 pub use eal::{Eal, LcoreJob, LcoreOutcome};
 pub use error::{DpdkError, RteErrno};
 pub use hugealloc::{HUGE_PAGE_BYTES, HUGE_PAGE_THRESHOLD_BYTES, HugePageAlloc};
-pub use kernel_iface::{KernelIfaceError, gro_enabled as kernel_iface_gro, index as kernel_iface_index};
+pub use kernel_iface::{
+    KernelIfaceError, NetTimestamping, gro_enabled as kernel_iface_gro, index as kernel_iface_index,
+};
 pub use mbuf::{MAX_BURST, MbufBurst, MbufView, PushError, PushedFrame, RxTimestampField};
 pub use mempool::{Mempool, MempoolSettings};
 pub use port::{LinkStatus, Port, PortInfo, PortSettings, PortStats, RxQueue, TxQueue};
