@@ -214,6 +214,19 @@ fn run_appliance(config: &Config) -> Result<(), Failure> {
             summary.epochs
         );
     }
+    let d = &summary.stamp_delay;
+    if d.count > 0 {
+        println!(
+            "stamping delay: packets {} mean_ns {} p50_below_ns {} p99_below_ns {} max_ns {} negative {} max_negative_ns {}",
+            d.count,
+            d.mean_ns().map_or(0, |m| m.round() as u64),
+            d.quantile_upper_ns(0.5).unwrap_or(0),
+            d.quantile_upper_ns(0.99).unwrap_or(0),
+            d.max_ns,
+            d.negative,
+            d.max_negative_ns
+        );
+    }
     println!("stopped: {:?}", summary.reason);
     match summary.lost {
         Some(lost) => Err(Failure::Runtime(anyhow::anyhow!(lost))),

@@ -98,7 +98,8 @@ pub fn run(
         return Err(BadInput(format!("--workers {workers} is outside 1..=127")).into());
     }
     measure::log_measurement(config, "offline");
-    let trace_clock = config.clock.source == ClockSource::Trace;
+    // `kernel` times reach `run` in whole µs as `trace` times do: truncate alike.
+    let trace_clock = matches!(config.clock.source, ClockSource::Trace | ClockSource::Kernel);
     info!(
         clock = config.clock.source.name(),
         microsecond_truncation = trace_clock,

@@ -14,6 +14,7 @@ use wirelat_control::epoch::HarvestCounters;
 use wirelat_control::publish::Publisher;
 use wirelat_control::report::point::{PointEndpoint, PointMetrics};
 use wirelat_dataplane::pipeline::CounterSnapshot;
+use wirelat_dataplane::stamp_delay::{self, StampDelay};
 
 /// A point's metrics and the endpoint serving them; `None` fields when `[metrics] listen` is
 /// absent, so every `record_*` is then a no-op.
@@ -63,6 +64,20 @@ impl Exposed {
         m.set("wirelat_measure_overrun_epochs", &[], s.overrun_epochs);
         m.set("wirelat_measure_overrun_packets", &[], s.overrun_packets);
         m.set("wirelat_measure_overrun_waits", &[], s.waits);
+    }
+
+    /// The stamping delay summed over workers (TSC clock, ports with the kernel's time).
+    pub fn record_stamp_delay(&self, d: &StampDelay) {
+        let Some(m) = self.metrics() else { return };
+        m.set("wirelat_stamp_delay_packets", &[], d.count);
+        m.set("wirelat_stamp_delay_ns_sum", &[], d.sum_ns);
+        m.set("wirelat_stamp_delay_max_ns", &[], d.max_ns);
+        for (i, &n) in d.buckets.iter().enumerate() {
+            let edge = stamp_delay::upper_edge(i);
+            let le = if edge == u64::MAX { "+Inf".to_owned() } else { edge.to_string() };
+            m.set("wirelat_stamp_delay_bucket_packets", &[("le_ns", &le)], n);
+        }
+        m.set("wirelat_stamp_delay_bucket_packets", &[("le_ns", "negative")], d.negative);
     }
 
     /// The harvester's counters and its overrun count.

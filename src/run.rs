@@ -24,6 +24,7 @@ use wirelat_dataplane::dpdk::{
 use wirelat_dataplane::epoch::{EpochClock, EpochLink};
 use wirelat_dataplane::measuring::{MeasuringHook, PacketClock};
 use wirelat_dataplane::pipeline::{CounterSnapshot, EpochSynopses, Pipeline, SharedCounters};
+use wirelat_dataplane::stamp_delay::{SharedStampDelay, StampDelay};
 use wirelat_dataplane::worker::{
     self, Direction, ForwardOnly, FrameScreen, Path, PathInfo, PathSnapshot, WorkerCounters, WorkerSettings,
 };
@@ -53,6 +54,12 @@ const CALIBRATION_INTERVAL: Duration = Duration::from_secs(1);
 /// only as close as their calibration: a lagging NIC clock must not make packets late).
 const NIC_IDLE_GUARD_NS: u64 = 1_000_000;
 
+/// Idle ticks of kernel-clocked workers stay this far behind the TSC time: a frame the kernel
+/// stamped may still sit in libpcap's ring, not yet readable (a TPACKET_V3 block is handed over
+/// when full or when its timer fires, a few ms), and an idle tick past its time would make it
+/// late. BENCHMARKS "W11 (third session)" has the waits measured here.
+const KERNEL_IDLE_GUARD_NS: u64 = 20_000_000;
+
 /// After the workers were told to stop, how long the control thread keeps harvesting before it
 /// gives up on a worker that does not finish.
 const FINISH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -77,6 +84,9 @@ pub struct RunSummary {
     pub ports: [PortTotals; 2],
     /// Measurement counters over all workers (zero when only forwarding).
     pub measured: CounterSnapshot,
+    /// The stamping delay over all workers (empty unless measured: TSC clock and a port with
+    /// the kernel's receive time).
+    pub stamp_delay: StampDelay,
     /// Merged epochs published.
     pub epochs: u64,
     /// Epochs that some worker could not measure (overruns).
@@ -112,6 +122,12 @@ struct Clocks {
     nic: Option<[(ClockMap, Calibrator); 2]>,
     trace: TraceTime,
     field: Option<RxTimestampField>,
+    /// TSC source with a port that carries the kernel's receive time: the workers measure the
+    /// stamping delay.
+    stamp_delay: bool,
+    /// Kernel source, or the stamping delay measured: the kernel stamps each frame once as it
+    /// enters the receive path, while this lives (see [`dpdk::NetTimestamping`]).
+    _net_timestamping: Option<dpdk::NetTimestamping>,
 }
 
 /// Wall-clock now, in ns since the Unix epoch.
@@ -341,6 +357,8 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let counters: Vec<CachePadded<WorkerCounters>> = (0..queues).map(|_| CachePadded::default()).collect();
     let measure_counters: Vec<CachePadded<SharedCounters>> =
         (0..queues).map(|_| CachePadded::default()).collect();
+    let stamp_delays: Vec<CachePadded<SharedStampDelay>> =
+        (0..queues).map(|_| CachePadded::default()).collect();
     let abort = AtomicBool::new(false);
     let settings = WorkerSettings {
         burst_size: *config.workers.burst_size.get_ref(),
@@ -377,6 +395,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         ];
         let worker_counters: &WorkerCounters = &counters[usize::from(q)];
         let shared: &SharedCounters = &measure_counters[usize::from(q)];
+        let stamp_delay: &SharedStampDelay = &stamp_delays[usize::from(q)];
         let stop = &*stop;
         let abort = &abort;
         let measurement = match (&clocks, writers.get_mut(usize::from(q)).and_then(Option::take)) {
@@ -401,6 +420,9 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
                     Some((pipeline, c)) => {
                         let clock = packet_clock(c, usize::from(q));
                         let mut hook = MeasuringHook::new(pipeline, clock, shared, abort);
+                        if c.stamp_delay {
+                            hook = hook.with_stamp_delay(stamp_delay);
+                        }
                         match (c.source, c.field) {
                             (ClockSource::Trace, Some(field)) => worker::run_trace_ordered(
                                 &mut paths,
@@ -434,6 +456,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         ports: [port0, port1],
         counters: &counters,
         measure_counters: &measure_counters,
+        stamp_delays: clocks.as_ref().is_some_and(|c| c.stamp_delay).then_some(stamp_delays.as_slice()),
         stop: &stop,
         abort: &abort,
         harvester: harvester.as_mut(),
@@ -460,6 +483,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
 
     let totals = log_counters("final", [port0, port1], &counters, None);
     let measured = log_measure_counters("final", &measure_counters);
+    let stamp_delay = control.stamp_delays.map(|d| log_stamp_delay("final", d)).unwrap_or_default();
     let epochs = control.publisher.as_ref().map_or(0, |p| p.counters().epochs);
     let lost = control.publisher.as_deref().and_then(measure::losses);
     let overrun_epochs = control.harvester.as_ref().map_or(0, |h| h.overrun_epochs());
@@ -490,7 +514,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     if failed {
         bail!("a worker lcore failed; see the log above");
     }
-    Ok(RunSummary { reason, ports: totals, measured, epochs, overrun_epochs, lost })
+    Ok(RunSummary { reason, ports: totals, measured, stamp_delay, epochs, overrun_epochs, lost })
 }
 
 /// Sets up the configured clock; logs which one is used.
@@ -529,7 +553,10 @@ fn setup_clocks(
         nic: None,
         trace: TraceTime::new(usize::from(workers)),
         field,
+        stamp_delay: false,
+        _net_timestamping: None,
     };
+    let live: Vec<&str> = config.ports.get_ref().iter().filter_map(|p| p.kernel_timestamp_iface()).collect();
     match config.clock.source {
         ClockSource::Trace => {
             if field.is_none() {
@@ -545,11 +572,31 @@ fn setup_clocks(
             );
         }
         ClockSource::Tsc => {
+            // Where a port delivers the kernel's receive time, the workers measure how late
+            // their TSC stamp is (issue 18).
+            clocks.stamp_delay = field.is_some() && !live.is_empty();
             info!(
                 clock = "tsc",
                 tsc_hz,
                 recalibrate_s = CALIBRATION_INTERVAL.as_secs(),
+                stamp_delay_measured_on = ?live,
                 "packet clock: TSC, once per burst"
+            );
+        }
+        ClockSource::Kernel => {
+            if field.is_none() {
+                bail!(
+                    "[clock] source = \"kernel\" needs the kernel's receive time in the mbufs, and no \
+                     driver registered the timestamp field: use DPDK's pcap device on the interface \
+                     (`net_pcap0,iface=IF`)"
+                );
+            }
+            info!(
+                clock = "kernel",
+                interfaces = ?live,
+                resolution_ns = 1000,
+                idle_guard_ms = KERNEL_IDLE_GUARD_NS / 1_000_000,
+                "packet clock: the kernel's receive time (CLOCK_REALTIME) from the pcap device, in µs"
             );
         }
         ClockSource::Nic => match nic_clocks(ports, field) {
@@ -562,6 +609,20 @@ fn setup_clocks(
                 clocks.source = ClockSource::Tsc;
             }
         },
+    }
+    if clocks.source == ClockSource::Kernel || clocks.stamp_delay {
+        match dpdk::NetTimestamping::enable() {
+            Ok(t) => {
+                info!(
+                    "kernel receive timestamps taken once per frame as it enters the receive path (held on while the run lasts)"
+                );
+                clocks._net_timestamping = Some(t);
+            }
+            Err(e) => warn!(
+                error = %e,
+                "cannot turn the kernel's receive timestamping on: each packet socket stamps frames at its own read"
+            ),
+        }
     }
     Ok(clocks)
 }
@@ -610,7 +671,10 @@ fn packet_clock(c: &Clocks, w: usize) -> PacketClock<'_> {
         (ClockSource::Nic, Some(field), Some([a, b])) => {
             PacketClock::Nic { field, ports: [&a.0, &b.0], tsc: &c.tsc, idle_guard_ns: NIC_IDLE_GUARD_NS }
         }
-        _ => PacketClock::Tsc { map: &c.tsc },
+        (ClockSource::Kernel, Some(field), _) => {
+            PacketClock::Kernel { field, tsc: &c.tsc, idle_guard_ns: KERNEL_IDLE_GUARD_NS }
+        }
+        _ => PacketClock::Tsc { map: &c.tsc, kernel_field: c.field.filter(|_| c.stamp_delay) },
     }
 }
 
@@ -643,6 +707,8 @@ struct Control<'a, 'p> {
     ports: [&'a Port<'p>; 2],
     counters: &'a [CachePadded<WorkerCounters>],
     measure_counters: &'a [CachePadded<SharedCounters>],
+    /// Per worker, when the stamping delay is measured.
+    stamp_delays: Option<&'a [CachePadded<SharedStampDelay>]>,
     stop: &'a AtomicBool,
     abort: &'a AtomicBool,
     harvester: Option<&'a mut Harvester<EpochSynopses>>,
@@ -728,6 +794,9 @@ impl Control<'_, '_> {
             if !interval.is_zero() && now >= next_report {
                 let totals = log_counters("interval", self.ports, self.counters, last_report);
                 log_measure_counters("interval", self.measure_counters);
+                if let Some(d) = self.stamp_delays {
+                    log_stamp_delay("interval", d);
+                }
                 last_report = Some((now, totals));
                 next_report = now + interval;
             }
@@ -779,6 +848,9 @@ impl Control<'_, '_> {
             return;
         }
         record_counters(self.exposed, self.ports, self.counters, self.measure_counters);
+        if let Some(d) = self.stamp_delays {
+            self.exposed.record_stamp_delay(&sum_stamp_delay(d));
+        }
         if let Some(h) = self.harvester.as_deref() {
             self.exposed.record_harvest(&h.counters(), h.overrun_epochs());
         }
@@ -942,6 +1014,32 @@ fn log_measure_counters(label: &str, counters: &[CachePadded<SharedCounters>]) -
     }
     log_snapshot(label, None, &total);
     total
+}
+
+/// The workers' stamping delays summed.
+fn sum_stamp_delay(delays: &[CachePadded<SharedStampDelay>]) -> StampDelay {
+    let mut total = StampDelay::default();
+    for d in delays {
+        total.add(&d.snapshot());
+    }
+    total
+}
+
+/// Logs the stamping delay over all workers (one line) and returns it.
+fn log_stamp_delay(label: &str, delays: &[CachePadded<SharedStampDelay>]) -> StampDelay {
+    let d = sum_stamp_delay(delays);
+    info!(
+        label,
+        packets = d.count,
+        mean_ns = d.mean_ns().map_or(0, |m| m.round() as u64),
+        p50_below_ns = d.quantile_upper_ns(0.5).unwrap_or(0),
+        p99_below_ns = d.quantile_upper_ns(0.99).unwrap_or(0),
+        max_ns = d.max_ns,
+        negative = d.negative,
+        max_negative_ns = d.max_negative_ns,
+        "stamping delay (TSC stamp − kernel receive time, 1 µs resolution)"
+    );
+    d
 }
 
 fn log_snapshot(label: &str, worker: Option<usize>, s: &CounterSnapshot) {

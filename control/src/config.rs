@@ -242,6 +242,13 @@ pub enum ClockSource {
     Tsc,
     /// The NIC's rx timestamp, converted to wall-clock ns; TSC where a port lacks it.
     Nic,
+    /// The kernel's receive time of each frame, from DPDK's pcap device on a live interface
+    /// (`net_pcapN,iface=IF`, `rx_iface=IF` or `rx_iface_in=IF`): libpcap reads the time the
+    /// kernel stamped on arrival (CLOCK_REALTIME) and DPDK 22.11 hands it on in whole µs, so
+    /// the resolution is 1 µs, but the time a frame then waits unstamped (in the ring, or for
+    /// a descheduled worker) is not in it. Frames of other ports have no such time and are
+    /// counted as untimed.
+    Kernel,
 }
 
 impl ClockSource {
@@ -251,6 +258,7 @@ impl ClockSource {
             ClockSource::Trace => "trace",
             ClockSource::Tsc => "tsc",
             ClockSource::Nic => "nic",
+            ClockSource::Kernel => "kernel",
         }
     }
 }
@@ -259,7 +267,7 @@ impl ClockSource {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClockConfig {
-    /// `trace`, `tsc` (default) or `nic`.
+    /// `trace`, `tsc` (default), `nic` or `kernel`.
     pub source: ClockSource,
 }
 
@@ -489,6 +497,20 @@ impl PortConfig {
             DeviceKind::Pci => head.to_ascii_lowercase(),
             DeviceKind::Virtual => head.to_owned(),
         }
+    }
+
+    /// The live interface whose kernel receive times the port delivers: DPDK's pcap device
+    /// opened on an interface (`iface=`, `rx_iface=` or `rx_iface_in=`); `None` for any other
+    /// device (a pcap file, af_packet, a NIC).
+    pub fn kernel_timestamp_iface(&self) -> Option<&str> {
+        let mut parts = self.device.get_ref().split(',');
+        if !parts.next().unwrap_or("").trim().starts_with("net_pcap") {
+            return None;
+        }
+        parts.find_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            matches!(k.trim(), "iface" | "rx_iface" | "rx_iface_in").then(|| v.trim())
+        })
     }
 
     fn device_head(&self) -> &str {
@@ -823,6 +845,18 @@ impl Config {
             }
         }
 
+        if purpose == Purpose::Run
+            && self.clock.source == ClockSource::Kernel
+            && ports.iter().all(|p| p.kernel_timestamp_iface().is_none())
+        {
+            return fail(
+                self.ports.span(),
+                "[clock] source = \"kernel\" needs a port on DPDK's pcap device opened on a live \
+                 interface (`net_pcap0,iface=IF` or `rx_iface=IF`): only that driver passes the \
+                 kernel's receive time (af_packet ports and pcap files carry none)"
+                    .into(),
+            );
+        }
         let count = &self.workers.count;
         if *count.get_ref() == 0 || *count.get_ref() >= 128 {
             return fail(count.span(), format!("{} workers is outside 1..=127", count.get_ref()));
@@ -1287,6 +1321,25 @@ device = "3b:00.1,rxq_cqe_comp_en=0"
         assert!(e.to_string().contains("share the spill directory"), "{e}");
         let e = parse(&format!("{MINIMAL}{}", route("1", ""))).expect_err("nothing measured");
         assert!(e.to_string().contains("[[route]] needs at least one [synopses.*] table"), "{e}");
+    }
+
+    /// `[clock] source = "kernel"` needs a live pcap port, and says so (the run cannot time a
+    /// single frame otherwise).
+    #[test]
+    fn kernel_clock_needs_a_live_pcap_port() {
+        let kernel = "[clock]\nsource = \"kernel\"\n";
+        let e = error_text(&format!("{MINIMAL}{kernel}"));
+        assert!(e.contains("source = \"kernel\" needs a port on DPDK's pcap device"), "{e}");
+        let live =
+            "[[port]]\ndevice = \"net_pcap0,iface=w11b\"\n[[port]]\ndevice = \"net_pcap1,tx_pcap=o.pcap\"\n";
+        let c = parse(&format!("{live}{kernel}")).expect("valid");
+        assert_eq!(c.clock.source, ClockSource::Kernel);
+        assert_eq!(c.ports.get_ref()[0].kernel_timestamp_iface(), Some("w11b"));
+        assert_eq!(c.ports.get_ref()[1].kernel_timestamp_iface(), None);
+        let split = "[[port]]\ndevice = \"net_pcap0,rx_iface_in=a,tx_iface=b\"\n[[port]]\ndevice = \"net_af_packet1,iface=c\"\n";
+        let c = parse(&format!("{split}{kernel}")).expect("valid");
+        assert_eq!(c.ports.get_ref()[0].kernel_timestamp_iface(), Some("a"));
+        assert_eq!(c.ports.get_ref()[1].kernel_timestamp_iface(), None);
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod measuring;
 pub mod packet;
 pub mod pipeline;
 pub mod sim;
+pub mod stamp_delay;
 pub mod synopsis;
 #[cfg(feature = "dpdk")]
 pub mod worker;

@@ -5,12 +5,20 @@
 //! array), locate the staged packets in the synopses and prefetch the cache lines they will
 //! touch at random (RDA's cache slots, LDS's cells and flow-log slots, COLATE's counters),
 //! apply the staged packets to the epoch buffer. No allocation, lock, syscall or log per packet; the
-//! clock costs one TSC read per burst (TSC), one field read per packet (trace, NIC).
+//! clock costs one TSC read per burst (TSC), one field read per packet (trace, NIC, kernel, and
+//! TSC where the stamping delay is measured).
 //!
 //! Clocks ([`PacketClock`]):
 //! - trace: the pcap device's rx timestamp field, in µs on DPDK 22.11, × 1000. Idle workers
 //!   follow the latest trace time of all workers ([`TraceTime`]).
 //! - TSC: read once per burst, converted with the control thread's calibrated [`ClockMap`].
+//!   Where the port also carries the kernel's receive time (DPDK's pcap device on a live
+//!   interface), the hook measures each packet's stamping delay (TSC stamp − kernel time) into
+//!   a [`StampDelay`] and publishes it with the counters.
+//! - kernel: the kernel's receive time that DPDK's pcap device on a live interface writes into
+//!   the rx timestamp field (µs on DPDK 22.11, × 1000; CLOCK_REALTIME like the TSC map). Idle
+//!   ticks come from the TSC map held back by a guard, since a packet may still sit in
+//!   libpcap's ring, unseen, with an older kernel time.
 //! - NIC: the rx timestamp field in device clock units, converted with that port's map (the
 //!   control thread calibrates it with `rte_eth_read_clock`); idle ticks come from the TSC map,
 //!   held back by a guard so a NIC clock that lags the TSC does not make packets late.
@@ -20,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::clock::{ClockMap, TraceTime};
 use crate::dpdk::{self, MbufBurst, RxTimestampField};
 use crate::pipeline::{Pipeline, SharedCounters, StagedBurst};
+use crate::stamp_delay::{SharedStampDelay, StampDelay};
 use crate::worker::{BurstHook, PathInfo};
 
 /// Largest frame the hook copies out of a chained mbuf: libpcap's largest record, so that
@@ -48,6 +57,18 @@ pub enum PacketClock<'a> {
     Tsc {
         /// TSC → wall-clock ns.
         map: &'a ClockMap,
+        /// The rx timestamp field, when some port may carry the kernel's receive time (µs):
+        /// then the stamping delay is measured on the packets that have it.
+        kernel_field: Option<RxTimestampField>,
+    },
+    /// The kernel's receive time per packet (µs in the rx timestamp field).
+    Kernel {
+        /// The registered rx timestamp field.
+        field: RxTimestampField,
+        /// TSC → ns, for idle ticks.
+        tsc: &'a ClockMap,
+        /// Idle ticks stay this far behind the TSC time.
+        idle_guard_ns: u64,
     },
     /// The NIC's rx timestamp per packet.
     Nic {
@@ -70,6 +91,9 @@ pub struct MeasuringHook<'a> {
     scratch: Box<[u8]>,
     shared: &'a SharedCounters,
     abort: &'a AtomicBool,
+    /// The stamping delay (TSC clock with a kernel time field), and where it is published.
+    stamp_delay: StampDelay,
+    shared_stamp_delay: Option<&'a SharedStampDelay>,
     bursts: u32,
     idles: u32,
     finished: bool,
@@ -92,9 +116,25 @@ impl<'a> MeasuringHook<'a> {
             scratch: vec![0u8; MAX_COPIED_FRAME].into_boxed_slice(),
             shared,
             abort,
+            stamp_delay: StampDelay::default(),
+            shared_stamp_delay: None,
             bursts: 0,
             idles: 0,
             finished: false,
+        }
+    }
+
+    /// Publishes the stamping delay into `shared` (TSC clock only: it is measured only there,
+    /// on the packets whose port gave the kernel's receive time).
+    pub fn with_stamp_delay(mut self, shared: &'a SharedStampDelay) -> Self {
+        self.shared_stamp_delay = Some(shared);
+        self
+    }
+
+    fn publish(&self) {
+        self.pipeline.publish(self.shared);
+        if let Some(s) = self.shared_stamp_delay {
+            s.publish(&self.stamp_delay);
         }
     }
 
@@ -102,8 +142,12 @@ impl<'a> MeasuringHook<'a> {
     fn measure(&mut self, path: &PathInfo, burst: &MbufBurst, range: std::ops::Range<usize>) {
         let port = path.direction.rx_port_index();
         let burst_ns = match &self.clock {
-            PacketClock::Tsc { map } => map.to_ns(dpdk::rdtsc()),
+            PacketClock::Tsc { map, .. } => map.to_ns(dpdk::rdtsc()),
             _ => 0,
+        };
+        let delay_field = match &self.clock {
+            PacketClock::Tsc { kernel_field, .. } if self.shared_stamp_delay.is_some() => *kernel_field,
+            _ => None,
         };
         self.staged.clear();
         let mut last_ts = 0;
@@ -111,7 +155,13 @@ impl<'a> MeasuringHook<'a> {
             let Some(m) = burst.get(i) else { break };
             let ts = match &self.clock {
                 PacketClock::Trace { field, .. } => m.rx_timestamp(field).map(|us| us.saturating_mul(1000)),
-                PacketClock::Tsc { .. } => Some(burst_ns),
+                PacketClock::Tsc { .. } => {
+                    if let Some(us) = delay_field.as_ref().and_then(|f| m.rx_timestamp(f)) {
+                        self.stamp_delay.record(burst_ns, us.saturating_mul(1000));
+                    }
+                    Some(burst_ns)
+                }
+                PacketClock::Kernel { field, .. } => m.rx_timestamp(field).map(|us| us.saturating_mul(1000)),
                 PacketClock::Nic { field, ports, .. } => {
                     m.rx_timestamp(field).map(|raw| ports[port & 1].to_ns(raw))
                 }
@@ -140,7 +190,7 @@ impl<'a> MeasuringHook<'a> {
         }
         self.bursts = self.bursts.wrapping_add(1);
         if self.bursts.is_multiple_of(PUBLISH_EVERY_BURSTS) {
-            self.pipeline.publish(self.shared);
+            self.publish();
         }
     }
 }
@@ -159,15 +209,15 @@ impl BurstHook for MeasuringHook<'_> {
     fn on_idle(&mut self) {
         let now = match &self.clock {
             PacketClock::Trace { time, .. } => time.latest(),
-            PacketClock::Tsc { map } => map.to_ns(dpdk::rdtsc()),
-            PacketClock::Nic { tsc, idle_guard_ns, .. } => {
+            PacketClock::Tsc { map, .. } => map.to_ns(dpdk::rdtsc()),
+            PacketClock::Nic { tsc, idle_guard_ns, .. } | PacketClock::Kernel { tsc, idle_guard_ns, .. } => {
                 tsc.to_ns(dpdk::rdtsc()).saturating_sub(*idle_guard_ns)
             }
         };
         self.pipeline.tick(now);
         self.idles = self.idles.wrapping_add(1);
         if self.idles.is_multiple_of(PUBLISH_EVERY_IDLES) {
-            self.pipeline.publish(self.shared);
+            self.publish();
         }
     }
 
@@ -175,7 +225,7 @@ impl BurstHook for MeasuringHook<'_> {
         if !self.finished {
             self.finished = true;
             self.pipeline.finish();
-            self.pipeline.publish(self.shared);
+            self.publish();
         }
     }
 }

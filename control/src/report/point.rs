@@ -88,6 +88,14 @@ pub const POINT_FAMILIES: &[PointFamily] = &[
         "wirelat_measure_overrun_waits",
         "Times a worker waited for a buffer (overrun policy wait) (log: waits)",
     ),
+    // Stamping delay, TSC clock on a port with the kernel's receive time (log: "stamping delay").
+    c("wirelat_stamp_delay_packets", "Packets whose stamping delay was measured (log: packets)"),
+    c("wirelat_stamp_delay_ns_sum", "Sum of the non-negative stamping delays, ns (log: mean_ns × count)"),
+    g("wirelat_stamp_delay_max_ns", "Largest stamping delay, ns (log: max_ns)"),
+    c(
+        "wirelat_stamp_delay_bucket_packets",
+        "Stamping delays per log2 bucket, by its exclusive upper edge le_ns (not cumulative); le_ns=\"negative\": stamped before the kernel's time (log: negative)",
+    ),
     // Harvest (log: "harvest").
     c("wirelat_harvest_epochs", "Epochs merged from the workers' shards (log: epochs)"),
     c("wirelat_harvest_incomplete_epochs", "Merged epochs some worker skipped (log: incomplete)"),

@@ -294,3 +294,53 @@ mod tests {
         assert!(matches!(gro_enabled("w13-no-such-if"), Err(KernelIfaceError::Os { .. })));
     }
 }
+
+/// Holds the kernel's receive timestamping on for as long as it lives (host-wide).
+///
+/// Without it, each packet socket reading a frame stamps it itself with the time of its own
+/// read (`ktime_get_real` in `tpacket_rcv`): two sockets on one interface (two points on one
+/// host, or a point and tcpdump) get stamps that differ by the time between their reads,
+/// measured here at 0.45–0.83 µs on average per frame (README, "Clocks"). Once any socket asks
+/// for receive timestamps (`SO_TIMESTAMPNS`), the kernel stamps every frame once as it enters
+/// the receive path (`netif_rx` / `netif_receive_skb`, before the packet taps), and every
+/// packet socket reports that one stamp: earlier, and the same for every reader. This holds one
+/// such socket (unbound: it never receives anything); the kernel turns the stamping off again
+/// when the last such socket closes. The cost is one clock read per received frame on the host.
+#[derive(Debug)]
+pub struct NetTimestamping {
+    _socket: std::os::fd::OwnedFd,
+}
+
+impl NetTimestamping {
+    /// Opens the socket and asks for receive timestamps.
+    pub fn enable() -> Result<Self, KernelIfaceError> {
+        use std::os::fd::FromRawFd;
+        let os = |operation: &'static str| KernelIfaceError::Os {
+            iface: "(any)".into(),
+            operation,
+            error: std::io::Error::last_os_error().to_string(),
+        };
+        // SAFETY: plain socket(2) call; the descriptor is checked and owned below.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(os("socket(AF_INET, SOCK_DGRAM)"));
+        }
+        // SAFETY: `fd` is a fresh descriptor nothing else owns.
+        let socket = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let on: libc::c_int = 1;
+        // SAFETY: `on` outlives the call and its size is passed.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(os("setsockopt(SO_TIMESTAMPNS)"));
+        }
+        Ok(Self { _socket: socket })
+    }
+}

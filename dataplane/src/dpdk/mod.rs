@@ -27,7 +27,7 @@ pub use eal::{Eal, LcoreJob, LcoreOutcome};
 pub use error::{DpdkError, RteErrno};
 pub use hugealloc::{HUGE_PAGE_BYTES, HUGE_PAGE_THRESHOLD_BYTES, HugePageAlloc};
 pub use kernel_iface::{
-    KernelIfaceError, gro_enabled as kernel_iface_gro, index as kernel_iface_index,
+    KernelIfaceError, NetTimestamping, gro_enabled as kernel_iface_gro, index as kernel_iface_index,
     rx_queues as kernel_iface_rx_queues, rx_vlan_offload as kernel_iface_rx_vlan_offload,
 };
 pub use mbuf::{MAX_BURST, MbufBurst, MbufView, PushError, PushedFrame, RxTimestampField};
