@@ -769,11 +769,9 @@ fn session(s: &Arc<Shared>) -> Result<(), (bool, ConnError)> {
     };
     s.counters.connections.fetch_add(1, Ordering::Relaxed);
     tracing::info!(peer = %s.cfg.peer, point = s.point, "connected to the peer");
-    let resend = {
-        let mut q = lock(&s.queue);
-        q.mark_all_unsent();
-        q.len() as u64
-    };
+    // Only what an earlier connection sent counts as resent: synopses queued before the first
+    // connection (a collector slow to accept) go out for the first time.
+    let resend = lock(&s.queue).mark_all_unsent();
     let result = ship_loop(s, &writer, &gone, resend);
     lock(&writer).shutdown();
     let _ = rd.join();

@@ -288,10 +288,14 @@ impl Queue {
         }
     }
 
-    /// A new connection: everything unacknowledged is sent again.
-    pub fn mark_all_unsent(&mut self) {
+    /// A new connection: everything unacknowledged is sent again. Returns how many of those
+    /// were sent on an earlier connection (the resends: what was queued while no connection
+    /// was up goes out for the first time).
+    pub fn mark_all_unsent(&mut self) -> u64 {
         self.unsent_epochs.clear();
+        let mut sent_before = 0;
         for e in self.entries.values_mut() {
+            sent_before += u64::from(e.sent);
             e.sent = false;
             *self.unsent_epochs.entry(e.key.epoch).or_default() += 1;
         }
@@ -299,6 +303,7 @@ impl Queue {
         self.announced = None;
         self.in_flight_bytes = 0;
         self.last_ack = Instant::now();
+        sent_before
     }
 
     fn unsent_removed(&mut self, epoch: u64) {
@@ -607,7 +612,7 @@ mod tests {
         assert!(q.ack(&key(0)));
         assert_eq!(q.safe_watermark(), 2);
         q.offer(key(0), frame(0, 4));
-        q.mark_all_unsent();
+        assert_eq!(q.mark_all_unsent(), 1, "epoch 2 was sent before; the new epoch 0 never was");
         let w = q.next_work(10, u64::MAX);
         assert_eq!(keys(&w), vec![2, 0], "in enqueue order");
         assert_eq!(w.progress, Some(3), "the watermark is announced again on a new connection");
@@ -635,7 +640,7 @@ mod tests {
         assert_eq!(keys(&w), vec![3], "one acknowledgement, one frame");
         assert_eq!(w.progress, Some(4));
         // A reconnect starts the window over: everything unacknowledged is in it again.
-        q.mark_all_unsent();
+        assert_eq!(q.mark_all_unsent(), 3, "0, 2 and 3 were sent and are not acknowledged");
         assert_eq!(keys(&q.next_work(64, window)), vec![0, 2, 3]);
         // No acknowledgement for WINDOW_STALL: one more batch goes (a group larger than the
         // window must not wait forever).
