@@ -40,29 +40,9 @@ const CLIENT_MAC: &str = "02:13:00:00:00:01";
 const SERVER_MAC: &str = "02:13:00:00:00:02";
 const TOOLS: [&str; 8] = ["ip", "tcpdump", "ethtool", "ping", "curl", "dig", "dnsmasq", "python3"];
 
-fn sh(cmd: &str) -> std::process::Output {
-    Command::new("sh").args(["-c", cmd]).output().expect("run sh")
-}
-
-fn must(cmd: &str) -> String {
-    let out = sh(cmd);
-    assert!(
-        out.status.success(),
-        "`{cmd}` failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Why the test cannot run here, if it cannot.
 fn missing_prerequisite() -> Option<String> {
-    if must("id -u").trim() != "0" {
-        return Some("not root (network namespaces and af_packet need it)".into());
-    }
-    let missing: Vec<&str> =
-        TOOLS.into_iter().filter(|t| !sh(&format!("command -v {t}")).status.success()).collect();
-    (!missing.is_empty()).then(|| format!("missing {missing:?}; run scripts/setup.sh"))
+    missing_root_or_tools(&TOOLS, "network namespaces and af_packet need it")
 }
 
 /// The namespaces and veth pairs; removed on drop.

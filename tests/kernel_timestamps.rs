@@ -58,29 +58,9 @@ const GAP_S: f64 = 0.0005;
 /// packet taps, so nothing answers and nothing else is sent.
 const NOBODY_MAC: &str = "02:11:00:00:11:99";
 
-fn sh(cmd: &str) -> std::process::Output {
-    Command::new("sh").args(["-c", cmd]).output().expect("run sh")
-}
-
-fn must(cmd: &str) -> String {
-    let out = sh(cmd);
-    assert!(
-        out.status.success(),
-        "`{cmd}` failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Why the test cannot run here, if it cannot.
 fn missing_prerequisite() -> Option<String> {
-    if must("id -u").trim() != "0" {
-        return Some("not root (network namespaces need it)".into());
-    }
-    let missing: Vec<&str> =
-        ["ip", "python3"].into_iter().filter(|t| !sh(&format!("command -v {t}")).status.success()).collect();
-    (!missing.is_empty()).then(|| format!("missing {missing:?}; run scripts/setup.sh"))
+    missing_root_or_tools(&["ip", "python3"], "network namespaces need it")
 }
 
 /// The two namespaces and the veth pair between them; removed on drop.

@@ -52,21 +52,6 @@ const EPOCH_MS: u64 = 1000;
 /// scheduler periods). An assumption of this machine, not a measurement: see the module text.
 const STAMP_ALLOWANCE_NS: f64 = 50e6;
 
-fn sh(cmd: &str) -> std::process::Output {
-    Command::new("sh").args(["-c", cmd]).output().expect("run sh")
-}
-
-fn must(cmd: &str) -> String {
-    let out = sh(cmd);
-    assert!(
-        out.status.success(),
-        "`{cmd}` failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// The namespace with four veth pairs; removed on drop.
 struct Topology;
 

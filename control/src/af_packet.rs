@@ -99,26 +99,11 @@ pub fn is_af_packet(device: &str) -> bool {
 /// queue and `queues` queue pairs.
 pub fn ring(device: &str, mtu: u16, rx_descriptors: u16, queues: u16) -> Result<AfPacketRing, AfPacketError> {
     let device = device.trim();
-    let args: Vec<(&str, &str)> = device
-        .split(',')
-        .skip(1)
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.trim(), v.trim()))
-        .collect();
+    let args = crate::device_args::DeviceArgs::parse(device);
     let get = |key: &str| -> Result<Option<u32>, AfPacketError> {
-        args.iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| {
-                v.parse::<u32>()
-                    .map_err(|_| AfPacketError::NotANumber { key: key.to_owned(), value: (*v).to_owned() })
-            })
-            .transpose()
+        args.number(key).map_err(|e| AfPacketError::NotANumber { key: e.key, value: e.value })
     };
-    let iface = args
-        .iter()
-        .find(|(k, _)| *k == "iface")
-        .map(|(_, v)| (*v).to_owned())
-        .ok_or(AfPacketError::NoInterface)?;
+    let iface = args.iface().map(str::to_owned).ok_or(AfPacketError::NoInterface)?;
     let mtu = u32::from(mtu);
     let needed = mtu + FRAME_OVERHEAD + TPACKET2_MAC_OFFSET;
 

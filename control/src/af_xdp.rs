@@ -66,27 +66,11 @@ pub fn is_af_xdp(device: &str) -> bool {
 /// Completes a `net_af_xdp` device string for `queues` queues (one per worker).
 pub fn sockets(device: &str, queues: u16) -> Result<AfXdpPort, AfXdpError> {
     let device = device.trim();
-    let args: Vec<(&str, &str)> = device
-        .split(',')
-        .skip(1)
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.trim(), v.trim()))
-        .collect();
+    let args = crate::device_args::DeviceArgs::parse(device);
     let get = |key: &str| -> Result<Option<u32>, AfXdpError> {
-        args.iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| {
-                v.parse::<u32>()
-                    .map_err(|_| AfXdpError::NotANumber { key: key.to_owned(), value: (*v).to_owned() })
-            })
-            .transpose()
+        args.number(key).map_err(|e| AfXdpError::NotANumber { key: e.key, value: e.value })
     };
-    let iface = args
-        .iter()
-        .find(|(k, _)| *k == "iface")
-        .map(|(_, v)| (*v).to_owned())
-        .filter(|v| !v.is_empty())
-        .ok_or(AfXdpError::NoInterface)?;
+    let iface = args.iface().map(str::to_owned).ok_or(AfXdpError::NoInterface)?;
     let start_queue = get("start_queue")?.unwrap_or(0);
     let mut full = device.to_owned();
     let queue_count = match get("queue_count")? {

@@ -24,6 +24,7 @@ pub mod colate_archive;
 pub mod config;
 pub mod conn;
 pub mod core_plan;
+pub mod device_args;
 pub mod epoch;
 pub mod local_sink;
 pub mod peer;

@@ -452,3 +452,32 @@ pub fn collector_config(d: &Path, key: &Path, synopses: &str) -> PathBuf {
     .expect("collector config");
     collector_toml
 }
+
+/// Runs `cmd` with `sh -c` (namespace and interface set-up in the root-only tests).
+pub fn sh(cmd: &str) -> Output {
+    Command::new("sh").args(["-c", cmd]).output().expect("run sh")
+}
+
+/// Runs `cmd` with `sh -c`, fails the test with its output unless it succeeds, and returns its
+/// standard output.
+pub fn must(cmd: &str) -> String {
+    let out = sh(cmd);
+    assert!(
+        out.status.success(),
+        "`{cmd}` failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Why a root-only test with these `tools` cannot run here, if it cannot: `why_root` says what
+/// needs root.
+pub fn missing_root_or_tools(tools: &[&str], why_root: &str) -> Option<String> {
+    if must("id -u").trim() != "0" {
+        return Some(format!("not root ({why_root})"));
+    }
+    let missing: Vec<&str> =
+        tools.iter().copied().filter(|t| !sh(&format!("command -v {t}")).status.success()).collect();
+    (!missing.is_empty()).then(|| format!("missing {missing:?}; run scripts/setup.sh"))
+}
