@@ -134,19 +134,7 @@ struct Outcome {
 fn run_two_points(d: &Path, clock: &str) -> Outcome {
     let key = write_key(d);
     let records = d.join("records.jsonl");
-    let collector_toml = d.join("collector.toml");
-    std::fs::write(
-        &collector_toml,
-        format!(
-            "[collector]\nlisten = \"127.0.0.1:0\"\nkey_file = \"{}\"\nrecords = \"{}\"\n\
-             [[point]]\nid = 1\nname = \"a\"\n[[point]]\nid = 2\nname = \"b\"\n\
-             [[segment]]\nid = 40\nupstream = 1\ndownstream = 2\n\
-             [[segment]]\nid = 41\nupstream = 2\ndownstream = 1\n{SYNOPSES}",
-            key.display(),
-            records.display()
-        ),
-    )
-    .expect("collector config");
+    let collector_toml = collector_config(d, &key, SYNOPSES);
     let mut collector = Collector::spawn(in_monitor_ns(&["collect", "--config"], &collector_toml));
     collector.addr = collector.wait_for_line("listening on ").parse().expect("the collector's address");
 
