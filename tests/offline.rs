@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 
 use common::*;
 use wirelat_dataplane::sim::{DelayModel, LossModel};
@@ -566,16 +566,7 @@ fn three_collectors_split_four_points_by_segment() {
                  {routes}{synopses}"
             );
             std::fs::write(&config, text).expect("point config");
-            wirelat()
-                .args(["offline", "--config"])
-                .arg(&config)
-                .arg("--port0")
-                .arg(d.join(format!("{pcaps}_port0.pcap")))
-                .arg("--port1")
-                .arg(d.join(format!("{pcaps}_port1.pcap")))
-                .env("RUST_LOG", "info")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
+            offline_logged(&config, &d.join(format!("{pcaps}_port0.pcap")), &d.join(format!("{pcaps}_port1.pcap")))
                 .spawn()
                 .map(|c| (routes.matches("[[route]]").count(), c))
                 .expect("start wirelat offline")
@@ -670,18 +661,10 @@ fn one_collector_owns_segments_of_two_point_pairs_and_names_misrouted_ones() {
                 key.display()
             );
             std::fs::write(&config, text).expect("point config");
-            let child = wirelat()
-                .args(["offline", "--config"])
-                .arg(&config)
-                .arg("--port0")
-                .arg(d.join(format!("{pcaps}_port0.pcap")))
-                .arg("--port1")
-                .arg(d.join(format!("{pcaps}_port1.pcap")))
-                .env("RUST_LOG", "info")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("start wirelat offline");
+            let child =
+                offline_logged(&config, &d.join(format!("{pcaps}_port0.pcap")), &d.join(format!("{pcaps}_port1.pcap")))
+                    .spawn()
+                    .expect("start wirelat offline");
             (id, child)
         })
         .collect();

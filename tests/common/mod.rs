@@ -393,17 +393,8 @@ pub fn ship_points(
                 ),
             )
             .expect("point config");
-            wirelat()
-                .args(["offline", "--config"])
-                .arg(&config)
-                .arg("--port0")
-                .arg(&pcaps[0])
-                .arg("--port1")
-                .arg(&pcaps[1])
+            offline_logged(&config, &pcaps[0], &pcaps[1])
                 .args(["--workers", "2"])
-                .env("RUST_LOG", "info")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
                 .spawn()
                 .expect("start wirelat offline")
         })
@@ -480,4 +471,20 @@ pub fn missing_root_or_tools(tools: &[&str], why_root: &str) -> Option<String> {
     let missing: Vec<&str> =
         tools.iter().copied().filter(|t| !sh(&format!("command -v {t}")).status.success()).collect();
     (!missing.is_empty()).then(|| format!("missing {missing:?}; run scripts/setup.sh"))
+}
+
+/// `wirelat offline --config config --port0 port0 --port1 port1` with its log at info level and
+/// both outputs piped, for the shipping tests that read the log's closing counters.
+pub fn offline_logged(config: &Path, port0: &Path, port1: &Path) -> Command {
+    let mut c = wirelat();
+    c.args(["offline", "--config"])
+        .arg(config)
+        .arg("--port0")
+        .arg(port0)
+        .arg("--port1")
+        .arg(port1)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
 }
