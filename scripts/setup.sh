@@ -55,4 +55,8 @@ if ! command -v cargo >/dev/null 2>&1; then
     echo "setup: cargo not found: install a Rust toolchain (rustup.rs) first" >&2
     exit 1
 fi
+# The test command checks formatting and lints (cargo fmt --check, clippy -D warnings).
+if command -v rustup >/dev/null 2>&1; then
+    rustup component add clippy rustfmt >/dev/null 2>&1 || true
+fi
 echo "setup: DPDK $(pkg-config --modversion libdpdk), $(cargo --version)"

@@ -4,6 +4,8 @@
 //! configuration (including `run` on a build without the `dpdk` feature). Errors are printed
 //! as one clear message; nothing here panics on user input.
 
+#![forbid(unsafe_code)]
+
 mod check;
 #[cfg(feature = "dpdk")]
 mod demo;

@@ -17,6 +17,9 @@
 //!   in-process); [`report`]: its JSON-lines records and Prometheus metrics.
 //! - [`sim_point`]: simulated points for tests and demos of the shipping path.
 
+// One unsafe call (glibc malloc_trim in the peer engine), allowed where it is made.
+#![deny(unsafe_code)]
+
 pub mod af_packet;
 pub mod af_xdp;
 pub mod auth;

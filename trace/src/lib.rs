@@ -24,6 +24,8 @@
 //!
 //! Nothing here is on a hot path; nothing panics on a malformed file or configuration.
 
+#![forbid(unsafe_code)]
+
 pub mod base;
 pub mod error;
 pub mod frame;

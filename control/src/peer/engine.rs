@@ -1068,6 +1068,7 @@ const TRIM_EVERY: Duration = Duration::from_secs(10);
 /// Returns freed heap memory to the OS. glibc keeps freed blocks in its arenas (one per thread
 /// that allocated: the connection threads decode, the engine frees), so without this the RSS
 /// of a cleared backlog stays at its peak. Elsewhere a no-op.
+#[allow(unsafe_code)]
 fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks and trims the allocator's own arenas; it takes no pointer.
