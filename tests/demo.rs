@@ -10,6 +10,8 @@
 #![cfg(feature = "dpdk")]
 
 mod common;
+#[path = "../trace/tests/golden/mod.rs"]
+mod golden;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -128,6 +130,23 @@ fn demo_estimates_are_within_every_synopsis_bound() {
     for (x, y) in appliance.iter().zip(&pure) {
         assert_eq!(x, y, "the appliance's and the offline run's estimates differ");
     }
+    // Every line the collector and both points wrote, byte for byte, against the golden digests:
+    // a refactor of the records' path (issue 22) must not change one of them.
+    let mut digests = golden::Golden::default();
+    let kind_of = |line: &str, field: &str| -> String {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON record");
+        let name = |k: &str| v[k].as_str().map(str::to_string);
+        [name(field), name("synopsis")].into_iter().flatten().collect::<Vec<_>>().join("_")
+    };
+    for line in std::fs::read_to_string(&records).unwrap().lines() {
+        digests.push(&format!("collector_{}", kind_of(line, "record")), line.to_string());
+    }
+    for p in ["a", "b"] {
+        for line in std::fs::read_to_string(out.join(format!("{p}.epochs.jsonl"))).unwrap().lines() {
+            digests.push(&format!("point_{p}_{}", kind_of(line, "kind")), line.to_string());
+        }
+    }
+    digests.check("demo", &repo_path("tests/data/golden/demo.digest"));
 }
 
 /// A path as the TOML string the demo wrote for it.

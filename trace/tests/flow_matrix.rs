@@ -32,10 +32,13 @@
 //! `WIRELAT_FLOW_MATRIX_OLD=1` sizes the sketch the old way (k = 1, width = flows per epoch,
 //! the paper's selection) to show what the sizing fixes: the coverage check fails there.
 
+mod golden;
+
 use rand::Rng;
 use rand_distr::{Distribution, Exp, Gamma, LogNormal};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
 use wirelat_dataplane::packet::FlowKey;
 use wirelat_dataplane::sim::{self, LossModel, LossProcess};
 use wirelat_dataplane::synopsis::lds::{Estimator, Lds, LdsConfig, NoFlowEstimate, coverage};
@@ -249,6 +252,8 @@ impl FlowEpoch {
 }
 
 struct Outcome {
+    /// Every eligible flow-epoch's estimate, exactly (`{:?}`), for the golden digest.
+    golden: Vec<String>,
     eligible: u64,
     estimated: u64,
     confirmed: u64,
@@ -350,6 +355,7 @@ fn run(sc: &Scenario, seed: u64, old_sizing: bool) -> Outcome {
         predicted,
         layout: (cfg.rows, cfg.width, cfg.vlda_len),
         sizing_inputs: keys.to_string(),
+        golden: Vec::new(),
     };
     let mut keys: Vec<_> = truth.keys().copied().collect();
     keys.sort_unstable();
@@ -362,6 +368,7 @@ fn run(sc: &Scenario, seed: u64, old_sizing: bool) -> Outcome {
         let est = Estimator::new(s, r).unwrap();
         let f = &trace.flows[flow as usize];
         let fl = est.flow(&f.key, f.hash);
+        out.golden.push(format!("{flow} {e} {fl:?}"));
         out.eligible += 1;
         let Ok(m) = &fl.mean_delay_ns else {
             match fl.cells.no_estimate_reason {
@@ -457,6 +464,7 @@ fn every_flow_with_ten_packets_gets_a_bounded_mean_or_a_reason() {
     let old = std::env::var("WIRELAT_FLOW_MATRIX_OLD").is_ok_and(|v| v == "1");
     let matrix = if full { full_matrix() } else { small_matrix() };
     let mut failures = Vec::new();
+    let mut golden = golden::Golden::default();
     println!(
         "| delay | loss | flows/epoch | R × W, k | MB | flow-epochs ≥ 10 pkts | predicted | coverage | own-only | too few / loss / collision / overflow | rel. error p50 / p99 | p99 error / bound |"
     );
@@ -464,6 +472,9 @@ fn every_flow_with_ten_packets_gets_a_bounded_mean_or_a_reason() {
     for (i, sc) in matrix.iter().enumerate() {
         let o = run(sc, 1900 + i as u64, old);
         let name = format!("{} / {} / {}", sc.delay_name, sc.loss_name, sc.flows_per_epoch);
+        for line in &o.golden {
+            golden.push("lds_flow", format!("{name} {line}"));
+        }
         let cov = o.estimated as f64 / o.eligible.max(1) as f64;
         let mut errs = o.rel_errors.clone();
         let mut ratios = o.bound_ratios.clone();
@@ -514,4 +525,11 @@ fn every_flow_with_ten_packets_gets_a_bounded_mean_or_a_reason() {
         failures.extend(o.failures.iter().take(5).map(|f| format!("{name}: {f}")));
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    // The estimates themselves, byte for byte, on the CI's matrix only.
+    if !full && !old {
+        golden.check(
+            "flow_matrix",
+            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/flow_matrix.digest")),
+        );
+    }
 }

@@ -22,7 +22,10 @@
 //! Sizes are kept small for CI (two seconds of 10 kpps per cell); `scripts/segment-matrix.sh`
 //! runs the larger table for BENCHMARKS.md through the same code (`WIRELAT_MATRIX_SCALE`).
 
+mod golden;
+
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use wirelat_dataplane::sim::{DelayModel, LossModel};
 use wirelat_dataplane::synopsis::Synopsis;
 use wirelat_dataplane::synopsis::hash::mix64;
@@ -243,6 +246,7 @@ fn rel(est: f64, truth: f64) -> f64 {
 fn every_epoch_of_every_cell_is_within_the_estimators_bounds() {
     let s = scale();
     let mut failures = Vec::new();
+    let mut golden = golden::Golden::default();
     println!(
         "| cell | epochs | LDA mean worst / median | LDA σ̂ worst / median (paper's) | RDA mean worst | RDA σ̂ worst / median (paper's) |"
     );
@@ -311,7 +315,17 @@ fn every_epoch_of_every_cell_is_within_the_estimators_bounds() {
         let mut fail = |what: String| failures.push(format!("{}: {what}", cell.name));
         for e in &dir.epochs {
             let direct = seen.truth(e.epoch);
-            check_epoch(e, &direct, cell.repeats.is_some(), &a, &b, &mut le, &mut re, &mut fail);
+            check_epoch(
+                e,
+                &direct,
+                cell.repeats.is_some(),
+                &a,
+                &b,
+                &mut le,
+                &mut re,
+                &mut fail,
+                &mut |kind, est| golden.push(kind, format!("{} {est}", cell.name)),
+            );
         }
         let (lm, lm_med) = worst_median(&mut le.mean);
         let (ls, ls_med) = worst_median(&mut le.sd);
@@ -337,6 +351,13 @@ fn every_epoch_of_every_cell_is_within_the_estimators_bounds() {
         );
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    // The estimates themselves, byte for byte, at the CI's scale only.
+    if s == 1.0 {
+        golden.check(
+            "segment_matrix",
+            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/segment_matrix.digest")),
+        );
+    }
 }
 
 /// Adds the copies `r` asks for to the two points' streams (identity, timestamp). Synthetic
@@ -449,6 +470,7 @@ fn check_epoch(
     le: &mut Errors,
     re: &mut Errors,
     fail: &mut impl FnMut(String),
+    golden: &mut impl FnMut(&str, String),
 ) {
     let (Some(la), Some(lb)) = (a.lda.get(&e.epoch), b.lda.get(&e.epoch)) else { return };
     // Without repeats the generator's truth; with them, what the usable cells can hold.
@@ -456,6 +478,7 @@ fn check_epoch(
     let k = e.epoch;
     // ---- LDA ----
     let r = lda::estimate_with_confidence(la, lb, LEVEL).unwrap();
+    golden("lda", format!("{k} {r:?}"));
     let sent_minus_received = i128::from(r.sent_packets) - i128::from(r.received_packets);
     match r.lost_packets {
         Some(l) if i128::from(l) != sent_minus_received => {
@@ -505,6 +528,7 @@ fn check_epoch(
         rb.cache(),
         &PeelGuards::default(),
     );
+    golden("rda", format!("{k} {rr:?}"));
     // RDA's population: the ids each point saw exactly once in the epoch.
     let truth = &direct.once;
     // Sender-only ids of this epoch: lost, or received in another epoch.
