@@ -390,8 +390,8 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let mut jobs = Vec::with_capacity(usize::from(queues));
     for (q, lcore) in (0..queues).zip(lcores) {
         let mut paths = [
-            path(Direction::Port0ToPort1, q, port0, port1, rx_timestamp, settings.monitor)?,
-            path(Direction::Port1ToPort0, q, port1, port0, rx_timestamp, settings.monitor)?,
+            path(Direction::Forward, q, port0, port1, rx_timestamp, settings.monitor)?,
+            path(Direction::Reverse, q, port1, port0, rx_timestamp, settings.monitor)?,
         ];
         let worker_counters: &WorkerCounters = &counters[usize::from(q)];
         let shared: &SharedCounters = &measure_counters[usize::from(q)];

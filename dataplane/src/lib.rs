@@ -17,6 +17,7 @@ pub mod clock;
 #[path = "dpdk/cpu.rs"]
 #[allow(unsafe_code)]
 pub mod cpu;
+pub mod direction;
 #[cfg(feature = "dpdk")]
 #[allow(unsafe_code)]
 pub mod dpdk;

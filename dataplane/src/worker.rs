@@ -27,29 +27,7 @@ use crossbeam::utils::CachePadded;
 
 use crate::dpdk::{MbufBurst, MbufView, RxQueue, RxTimestampField, TxQueue};
 
-/// The two directions of the bump in the wire; index into [`WorkerCounters::paths`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    /// In on port 0, out on port 1.
-    Port0ToPort1 = 0,
-    /// In on port 1, out on port 0.
-    Port1ToPort0 = 1,
-}
-
-impl Direction {
-    /// Both directions, in polling order.
-    pub const BOTH: [Direction; 2] = [Direction::Port0ToPort1, Direction::Port1ToPort0];
-
-    /// Index of the port frames arrive on (0 or 1).
-    pub fn rx_port_index(self) -> usize {
-        self as usize
-    }
-
-    /// Index of the port frames leave on (0 or 1).
-    pub fn tx_port_index(self) -> usize {
-        1 - self as usize
-    }
-}
+pub use crate::direction::Direction;
 
 /// What a hook needs to know about the burst it is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

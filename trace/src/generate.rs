@@ -13,7 +13,7 @@ use crate::error::{Result, TraceError};
 use crate::frame::{self, InFlight};
 use crate::pcap_io;
 use crate::segment::{Segment, SegmentConfig};
-use crate::topology::{Direction, Point, Tap};
+use crate::topology::{Direction, DirectionTaps, Point, Tap};
 use crate::traffic::{self, Network, TrafficConfig};
 use crate::truth::{self, Observed, Resolution, TRUTH_SCHEMA, TRUTH_VERSION, TapFile, Truth};
 use serde::{Deserialize, Serialize};

@@ -42,4 +42,4 @@ pub mod truth;
 
 pub use error::{Result, TraceError};
 pub use generate::{GenConfig, Source, TracePair, generate};
-pub use topology::{Direction, Point, Tap};
+pub use topology::{Direction, DirectionTaps, Point, Tap};

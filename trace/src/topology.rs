@@ -36,49 +36,31 @@ impl Point {
     }
 }
 
-/// A direction of the segment between A and B.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Direction {
-    /// Client → server: A port 0 rx, then B port 0 rx.
-    Forward,
-    /// Server → client: B port 1 rx, then A port 1 rx.
-    Reverse,
+/// A direction of the segment between A and B: forward is client → server (A port 0 rx, then
+/// B port 0 rx), reverse server → client (B port 1 rx, then A port 1 rx). The data plane's
+/// type, so that records, the pipeline and the generator name directions the same way.
+pub use wirelat_dataplane::direction::Direction;
+
+/// Where a direction's packets are seen, at the two points of the generated pair.
+pub trait DirectionTaps {
+    /// Where a packet of this direction is seen first.
+    fn upstream(self) -> Tap;
+    /// Where it is seen after crossing the segment.
+    fn downstream(self) -> Tap;
 }
 
-impl Direction {
-    /// Both directions.
-    pub const BOTH: [Direction; 2] = [Direction::Forward, Direction::Reverse];
-
-    /// Index 0 (forward) or 1 (reverse).
-    pub fn index(self) -> usize {
-        match self {
-            Direction::Forward => 0,
-            Direction::Reverse => 1,
-        }
-    }
-
-    /// Where a packet of this direction is seen first.
-    pub fn upstream(self) -> Tap {
+impl DirectionTaps for Direction {
+    fn upstream(self) -> Tap {
         match self {
             Direction::Forward => Tap { point: Point::A, port: 0 },
             Direction::Reverse => Tap { point: Point::B, port: 1 },
         }
     }
 
-    /// Where it is seen after crossing the segment.
-    pub fn downstream(self) -> Tap {
+    fn downstream(self) -> Tap {
         match self {
             Direction::Forward => Tap { point: Point::B, port: 0 },
             Direction::Reverse => Tap { point: Point::A, port: 1 },
-        }
-    }
-
-    /// Lower-case name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Direction::Forward => "forward",
-            Direction::Reverse => "reverse",
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::error::{Result, TraceError};
 use crate::frame::{self, DnsType, IpFields, MacPair, TcpFields};
 use crate::parse::tcp_flags;
 use crate::segment::to_ns;
-use crate::topology::Direction;
+use crate::topology::{Direction, DirectionTaps};
 use etherparse::TcpOptionElement;
 use rand::Rng;
 use rand_distr::{Distribution, Exp};

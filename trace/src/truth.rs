@@ -35,7 +35,7 @@
 
 use crate::parse::{self, ExchangeKey};
 use crate::record::FlowId;
-use crate::topology::{Direction, Point};
+use crate::topology::{Direction, DirectionTaps, Point};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use wirelat_dataplane::packet::{ExchangeKind, FlowKey, Role};

@@ -10,7 +10,7 @@ use wirelat_dataplane::sim::{DelayModel, LossModel};
 use wirelat_trace::generate::{self, BUNDLED_BASE_PCAP, Source};
 use wirelat_trace::segment::{DelaySpec, QueueModel, ReorderSpec};
 use wirelat_trace::truth::Resolution;
-use wirelat_trace::{Direction, Tap};
+use wirelat_trace::{Direction, DirectionTaps, Tap};
 
 #[test]
 fn same_seed_same_bytes_other_seed_other_bytes() {

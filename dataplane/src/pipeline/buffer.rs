@@ -61,33 +61,7 @@ impl SynopsisSet {
     }
 }
 
-/// The two directions of the bump in the wire, by port of arrival.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Direction {
-    /// Received on port 0: client → server.
-    Forward = 0,
-    /// Received on port 1: server → client.
-    Reverse = 1,
-}
-
-impl Direction {
-    /// Both, forward first.
-    pub const BOTH: [Direction; 2] = [Direction::Forward, Direction::Reverse];
-
-    /// The direction of packets received on `port` (0 or 1; anything else is port 1).
-    #[inline(always)]
-    pub fn of_port(port: usize) -> Self {
-        if port == 0 { Direction::Forward } else { Direction::Reverse }
-    }
-
-    /// Lower-case name for logs and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Direction::Forward => "forward",
-            Direction::Reverse => "reverse",
-        }
-    }
-}
+pub use crate::direction::Direction;
 
 /// The two-point synopses of one direction, for one epoch.
 #[derive(Clone, Debug)]
