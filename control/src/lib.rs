@@ -34,6 +34,7 @@ pub mod peer;
 pub mod publish;
 pub mod report;
 pub mod ship;
+#[cfg(feature = "sim")]
 pub mod sim_point;
 pub mod sink;
 pub mod synopses;

@@ -26,6 +26,9 @@ pub mod epoch;
 pub mod measuring;
 pub mod packet;
 pub mod pipeline;
+// Seeded simulation (traffic, delay, loss) for tests, the papers' reproductions and the trace
+// generator: not part of the appliance (feature `sim`).
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod stamp_delay;
 pub mod synopsis;

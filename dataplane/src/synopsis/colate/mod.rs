@@ -143,6 +143,7 @@ pub mod select;
 pub mod sizing;
 pub mod state;
 pub mod stats;
+#[cfg(any(test, feature = "sim"))]
 pub mod trace;
 
 pub use config::{ColateConfig, JMode};

@@ -46,6 +46,7 @@ pub mod distribution;
 pub mod metrics;
 pub mod report;
 pub mod set;
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod subset;
 pub mod table;

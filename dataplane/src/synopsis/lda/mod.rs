@@ -50,6 +50,7 @@ pub mod config;
 mod encoding;
 pub mod estimator;
 mod placement;
+#[cfg(any(test, feature = "sim"))]
 pub mod segment;
 pub mod sizing;
 mod state;

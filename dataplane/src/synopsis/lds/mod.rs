@@ -43,11 +43,13 @@ pub mod cell;
 pub mod config;
 pub mod coverage;
 pub mod estimator;
+#[cfg(any(test, feature = "sim"))]
 pub mod eval;
 pub mod flows;
 pub mod sds;
 pub mod sizing;
 pub mod sketch;
+#[cfg(any(test, feature = "sim"))]
 pub mod trace;
 pub mod weights;
 

@@ -49,6 +49,7 @@ pub mod estimator;
 pub mod late;
 pub mod log;
 pub mod peel;
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod sizing;
 pub mod wire;
