@@ -136,6 +136,7 @@
 
 pub mod cells;
 pub mod config;
+pub mod coverage;
 pub mod epoch;
 pub mod pack;
 pub mod query;
