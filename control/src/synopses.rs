@@ -238,7 +238,7 @@ mod tests {
         // Refusals name the key.
         let e = at("cells_per_flow = 20\nmax_delay_us = 100\nmax_flow_pps = 10\n").unwrap_err().to_string();
         assert!(e.contains("colate.cells_per_flow"), "{e}");
-        let e = at("max_delay_us = 1e9\nmax_flow_pps = 1e6\n").unwrap_err().to_string();
+        let e = at("max_delay_us = 1e5\nmax_flow_pps = 1e6\n").unwrap_err().to_string();
         assert!(e.contains("colate.target_coverage"), "{e}");
     }
 }
