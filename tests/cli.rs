@@ -225,3 +225,23 @@ fn unusable_cores_and_outputs_of_the_wrong_kind_are_usage_errors_naming_the_key(
     assert_clear_usage_error(code, &last);
     assert!(last.contains("key `colate.archive_dir`") && last.contains("is a file"), "{stderr}");
 }
+
+#[test]
+fn colate_sizing_refusals_are_usage_errors_naming_the_key() {
+    const COLATE: &str =
+        "[synopses.colate]\ncounters = 1000003\ncounter_bits = 48\nepoch_threshold_ticks = 1000\n";
+    for (extra, key) in [
+        // cells_per_flow beside the load it would be derived from: one source of truth.
+        ("cells_per_flow = 20\nmax_delay_us = 40000\nmax_flow_pps = 1000\n", "cells_per_flow"),
+        // No m ≤ 65 536 reaches the target at this load.
+        ("max_delay_us = 900000\nmax_flow_pps = 1000000\n", "target_coverage"),
+        // The largest delay spans the whole query window.
+        ("max_delay_us = 200000\nmax_flow_pps = 1000\nwindow_ms = 100\n", "window_ms"),
+        ("max_delay_us = 40000\n", "max_flow_pps"),
+    ] {
+        let (code, stderr, path) = run_bad(&format!("{COLATE}{extra}{VALID_PORTS}"));
+        assert_clear_usage_error(code, &stderr);
+        assert!(stderr.contains(&path) && stderr.contains(&format!("colate.{key}")), "{key}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "one sentence: {stderr}");
+    }
+}

@@ -13,6 +13,7 @@
 use serde::{Deserialize, Serialize};
 use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::synopsis::colate::ColateConfig;
+use wirelat_dataplane::synopsis::colate::coverage::ColateConfigKeys;
 use wirelat_dataplane::synopsis::fridge::FridgeConfig;
 use wirelat_dataplane::synopsis::lda::LdaConfig;
 use wirelat_dataplane::synopsis::lds::LdsConfig;
@@ -31,7 +32,9 @@ pub struct SynopsesConfig {
     pub lds: Option<LdsConfig>,
     /// Exact mean despite loss and reordering.
     pub rda: Option<RdaConfig>,
-    /// Per-flow latency without timestamps.
+    /// Per-flow latency without timestamps. Written as [`ColateConfigKeys`]: `cells_per_flow`
+    /// may be derived from the configured load (coverage sizing); the derived m is logged.
+    #[serde(default, deserialize_with = "colate_from_keys")]
     pub colate: Option<ColateConfig>,
 }
 
@@ -110,6 +113,29 @@ impl SynopsesConfig {
     }
 }
 
+/// Reads `[synopses.colate]` as written ([`ColateConfigKeys`]) and derives m where the table
+/// gives the load instead of `cells_per_flow`, logging what was derived (every program that
+/// reads the table derives the same m, and the fingerprint covers it).
+fn colate_from_keys<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<ColateConfig>, D::Error> {
+    let Some(keys) = Option::<ColateConfigKeys>::deserialize(d)? else { return Ok(None) };
+    let (cfg, sizing) = keys.resolve().map_err(serde::de::Error::custom)?;
+    if let Some(s) = sizing {
+        tracing::info!(
+            cells_per_flow = s.cells_per_flow,
+            spoiled_packets_per_window = s.spoiled_packets,
+            probability = s.probability,
+            exact = s.exact,
+            max_delay_us = s.target.max_delay_us,
+            max_flow_pps = s.target.max_flow_pps,
+            expected_loss = s.target.expected_loss,
+            window_ms = s.target.window_ms,
+            target_coverage = s.target.target,
+            "colate: cells_per_flow derived from the configured load"
+        );
+    }
+    Ok(Some(cfg))
+}
+
 /// The fingerprint the peer checks for synopsis `s` at a point with packet settings `packet`:
 /// what every epoch message carries ([`peer_fingerprint`] of its kind and configuration).
 pub fn peer_fingerprint_of<S: Synopsis>(s: &S, packet: &PacketConfig) -> u64 {
@@ -186,5 +212,33 @@ mod tests {
             }
         }
         assert_eq!(all.fingerprints(&a).len(), 5);
+    }
+
+    #[test]
+    fn colate_cells_per_flow_is_derived_from_the_load_and_fingerprinted() {
+        let table = "[colate]\ncounters = 1000003\ncounter_bits = 48\nepoch_threshold_ticks = 1000\n\
+                     packet_counts = true\n";
+        let at = |extra: &str| toml::from_str::<SynopsesConfig>(&format!("{table}{extra}"));
+        let sized = at("max_delay_us = 30000\nmax_flow_pps = 300\nwindow_ms = 100\n").unwrap();
+        let m = sized.colate.as_ref().unwrap().cells_per_flow;
+        assert!(m > 20, "m = {m}");
+        // The same table at the other point derives the same m; an explicit m of that value is
+        // the same configuration, the default m is not.
+        let packet = PacketConfig::default();
+        let again = at("max_delay_us = 30000\nmax_flow_pps = 300\nwindow_ms = 100\n").unwrap();
+        assert_eq!(again.fingerprints(&packet), sized.fingerprints(&packet));
+        let explicit = at(&format!("cells_per_flow = {m}\n")).unwrap();
+        assert_eq!(explicit.fingerprints(&packet), sized.fingerprints(&packet));
+        let default = at("").unwrap();
+        assert_eq!(default.colate.as_ref().unwrap().cells_per_flow, 20);
+        assert_ne!(default.fingerprints(&packet), sized.fingerprints(&packet));
+        // Serialised (as the peer's copy is) and read back: the derived m survives.
+        let back: SynopsesConfig = toml::from_str(&toml::to_string(&sized).unwrap()).unwrap();
+        assert_eq!(back.fingerprints(&packet), sized.fingerprints(&packet));
+        // Refusals name the key.
+        let e = at("cells_per_flow = 20\nmax_delay_us = 100\nmax_flow_pps = 10\n").unwrap_err().to_string();
+        assert!(e.contains("colate.cells_per_flow"), "{e}");
+        let e = at("max_delay_us = 1e5\nmax_flow_pps = 1e6\n").unwrap_err().to_string();
+        assert!(e.contains("colate.target_coverage"), "{e}");
     }
 }

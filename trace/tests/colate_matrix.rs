@@ -21,7 +21,9 @@
 //! The old estimator (counts agreeing = same packets, an interval from foreign noise only, no
 //! floor) fails the floor, p99 and coverage checks; the old default floor of 0 fails the
 //! coverage and floor checks of the negative clock offsets. Queues at ρ ≥ 0.6 keep their
-//! coverage with m = 64 or longer groups (see the scenarios); the table also says, for the
+//! coverage with m = 64 or longer groups, and at ρ ≈ 0.8 with m derived from the load an
+//! operator measures (`[synopses.colate] max_delay_us`, `max_flow_pps`: the `sized` scenarios;
+//! `WIRELAT_COLATE_MATRIX_UNSIZED=1` keeps m = 20 there and fails); the table also says, for the
 //! flows without a mean, how many of their own packets reached one point only. Sizes are kept small for CI (a few seconds);
 //! `WIRELAT_COLATE_MATRIX_SCALE` multiplies the packet rate (and so the flows) for the larger
 //! table in BENCHMARKS.md, through the same code.
@@ -30,6 +32,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use wirelat_dataplane::sim::{DelayModel, LossModel};
 use wirelat_dataplane::synopsis::Synopsis;
 use wirelat_dataplane::synopsis::colate::config::next_prime;
+use wirelat_dataplane::synopsis::colate::coverage::ColateConfigKeys;
 use wirelat_dataplane::synopsis::colate::query::FlowLatencyReport;
 use wirelat_dataplane::synopsis::colate::{Colate, ColateConfig, CounterEpoch, QueryOptions, Segment};
 use wirelat_trace::generate::{GenConfig, generate};
@@ -67,8 +70,12 @@ struct Scenario {
     /// `[colate] windows`); the truth is then over the packets both points put in the group.
     /// 0: the whole run is one group.
     group: u64,
-    /// m, cells per flow.
+    /// m, cells per flow (ignored when `sized`).
     cells: u32,
+    /// Derive m from the load as an operator would configure it (`[synopses.colate]`
+    /// `max_delay_us`, `max_flow_pps`, `expected_loss`, `window_ms`; coverage.rs): the queue's
+    /// p99 one-way delay and the p99 flow rate measured on this trace, the scenario's loss rate.
+    sized: bool,
     /// For the queue: the utilisation the scenario is named for, checked on the trace (bytes
     /// offered at A over the link rate). The generator's TCP conversations are closed-loop:
     /// from a measured ρ ≈ 0.6 the queue holds tens of milliseconds, a quarter of a flow's
@@ -91,6 +98,7 @@ fn scenarios() -> Vec<Scenario> {
         offset_ns: 0,
         group: 1,
         cells: 20,
+        sized: false,
         load: None,
     };
     // A gamma-like body (Weibull shape 1.5) shifted by a 30-µs propagation delay: μ ≫ σ.
@@ -197,6 +205,35 @@ fn scenarios() -> Vec<Scenario> {
                 LossModel::Bursty { rate: 0.01, mean_burst: 8.0 },
             )
         },
+        // Issue 19 (W12, fourth session): the same busy queues at 100-ms epochs with m derived
+        // from the load an operator measures (coverage sizing), with and without a clock offset.
+        Scenario {
+            load: Some(0.8),
+            sized: true,
+            ..base(
+                "queue-ρ0.8/bursty-1%/sized",
+                queue(16.0),
+                LossModel::Bursty { rate: 0.01, mean_burst: 8.0 },
+            )
+        },
+        Scenario {
+            load: Some(0.8),
+            sized: true,
+            offset_ns: -15_000,
+            ..base("queue-ρ0.8/uniform-1%/sized/clock-15µs", queue(15.0), LossModel::Uniform { rate: 0.01 })
+        },
+        // At ρ 0.9 the queue's p99 delay reaches the 100-ms epoch (the sizing refuses a window
+        // no longer than the delay), so the sized query groups 10 epochs.
+        Scenario {
+            load: Some(0.9),
+            sized: true,
+            group: 10,
+            ..base(
+                "queue-ρ0.9/bursty-1%/sized/1-s groups",
+                queue(15.0),
+                LossModel::Bursty { rate: 0.01, mean_burst: 8.0 },
+            )
+        },
         Scenario {
             pps: 240_000.0,
             counters: 2_000_000,
@@ -218,6 +255,13 @@ fn scenarios() -> Vec<Scenario> {
 /// where the measured load leaves the scenario's name).
 fn queue_mbps() -> Option<f64> {
     std::env::var("WIRELAT_COLATE_MATRIX_QUEUE_MBPS").ok().and_then(|s| s.parse().ok())
+}
+
+/// `WIRELAT_COLATE_MATRIX_SEED` shifts every scenario's seed (default 0): how BENCHMARKS.md
+/// repeats the sized queue scenarios on other traces (the ρ check may then fail by design: the
+/// closed-loop traffic sets the utilisation).
+fn seed_shift() -> u64 {
+    std::env::var("WIRELAT_COLATE_MATRIX_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
 fn scale() -> f64 {
@@ -271,6 +315,10 @@ struct Tally {
     floor_derived: usize,
     /// The queue's measured utilisation.
     rho: Option<f64>,
+    /// m used.
+    cells: u32,
+    /// For sized scenarios: p99 delay (ns), p99 flow rate (packets/s), X, P(≥ m/2 clean).
+    sizing: Option<(f64, f64, u64, f64)>,
 }
 
 fn quantile(v: &mut [f64], q: f64) -> f64 {
@@ -317,13 +365,6 @@ fn run(sc: &Scenario, seed: u64, failures: &mut Vec<String>) -> Tally {
         }
     }
 
-    let cfg = ColateConfig {
-        tick_ns: sc.tick_ns,
-        origin_ns: g.start_ns - 1_000_000_000,
-        seed: seed ^ 0xC01A,
-        packet_counts: true,
-        ..ColateConfig::new(next_prime(u64::from(sc.counters)) as u32, sc.cells, 48, u64::MAX)
-    };
     // Each point's packets by its own query group (`group` epochs of its own clock), and the
     // truth from the packets themselves: a packet of flow h sent in group k at A counts in
     // (k, h)'s sent packets, and its delay counts when B put it in the same group too.
@@ -333,6 +374,9 @@ fn run(sc: &Scenario, seed: u64, failures: &mut Vec<String>) -> Tally {
     let mut delivered: HashSet<(u64, u64)> = HashSet::new();
     let mut same: BTreeMap<(u64, u64), Vec<f64>> = BTreeMap::new();
     let mut crossing_in: HashMap<(u64, u64), u64> = HashMap::new();
+    // Every delivered packet's one-way delay on the true clock (what an operator sizing the
+    // queue would measure), for the sized scenarios.
+    let mut delays: Vec<f64> = Vec::new();
     for (i, point) in [Point::A, Point::B].into_iter().enumerate() {
         for c in pair.capture(Tap { point, port: 0 }) {
             let (Some(key), Some(id)) = (parse(&c.frame).flow_key(), invariant_digest(&c.frame)) else {
@@ -345,6 +389,7 @@ fn run(sc: &Scenario, seed: u64, failures: &mut Vec<String>) -> Tally {
                 sent_at.insert((h, id), c.ts_ns);
             } else if let Some(&ta) = sent_at.get(&(h, id)) {
                 delivered.insert((h, id));
+                delays.push(c.ts_ns as f64 - ta as f64 - sc.offset_ns as f64);
                 if ta / group_ns == k {
                     same.entry((k, h)).or_default().push(c.ts_ns as f64 - ta as f64);
                 } else {
@@ -377,6 +422,25 @@ fn run(sc: &Scenario, seed: u64, failures: &mut Vec<String>) -> Tally {
         });
     }
     tally.flows = seen.len();
+    let cells = if sc.sized {
+        match sized_cells(sc, group_ns, &mut delays, &sent, &mut tally) {
+            Ok(m) => m,
+            Err(e) => {
+                fail(format!("the sizing refuses this trace's load: {e}"));
+                return tally;
+            }
+        }
+    } else {
+        sc.cells
+    };
+    tally.cells = cells;
+    let cfg = ColateConfig {
+        tick_ns: sc.tick_ns,
+        origin_ns: g.start_ns - 1_000_000_000,
+        seed: seed ^ 0xC01A,
+        packet_counts: true,
+        ..ColateConfig::new(next_prime(u64::from(sc.counters)) as u32, cells, 48, u64::MAX)
+    };
     // The smallest latency a clock pair can show is min(0, offset) plus the path's minimum:
     // no mean may be below min(0, offset), and the derived floor must not exceed the smallest
     // latency of any packet in its group (or it would drop clean cells).
@@ -413,6 +477,41 @@ fn run(sc: &Scenario, seed: u64, failures: &mut Vec<String>) -> Tally {
         }
     }
     tally
+}
+
+/// m as an operator would derive it for this trace: `[synopses.colate]` with `max_delay_us` =
+/// the p99 one-way delay, `max_flow_pps` = the p99 rate of the flows' (≥ [`MIN_PACKETS`]
+/// packets) per window, `expected_loss` = the scenario's loss rate, `window_ms` = the query
+/// window, target 0.95 (the key's default), read through the same table parser the points use.
+/// `WIRELAT_COLATE_MATRIX_UNSIZED=1` keeps m = 20 instead (the mutation that shows the
+/// sizing is what meets the coverage check).
+fn sized_cells(
+    sc: &Scenario,
+    group_ns: u64,
+    delays: &mut [f64],
+    sent: &BTreeMap<(u64, u64), (u64, u64)>,
+    tally: &mut Tally,
+) -> Result<u32, String> {
+    let window_s = group_ns as f64 / 1e9;
+    let mut rates: Vec<f64> =
+        sent.values().filter(|(n, _)| *n >= MIN_PACKETS).map(|(n, _)| *n as f64 / window_s).collect();
+    let (d99, r99) = (quantile(delays, 0.99), quantile(&mut rates, 0.99));
+    let loss = match sc.loss {
+        LossModel::None => 0.0,
+        LossModel::Uniform { rate } | LossModel::Bursty { rate, .. } => rate,
+    };
+    let json = format!(
+        r#"{{"counters": {}, "counter_bits": 48, "epoch_threshold_ticks": 1, "max_delay_us": {}, "max_flow_pps": {}, "expected_loss": {loss}, "window_ms": {}}}"#,
+        next_prime(u64::from(sc.counters)),
+        (d99 / 1e3).ceil(),
+        r99.ceil(),
+        window_s * 1e3,
+    );
+    let keys: ColateConfigKeys = serde_json::from_str(&json).unwrap();
+    let (cfg, sizing) = keys.resolve().map_err(|e| format!("{e} (p99 delay {d99} ns, p99 rate {r99}/s)"))?;
+    let sizing = sizing.ok_or("no sizing derived")?;
+    tally.sizing = Some((d99, r99, sizing.spoiled_packets, sizing.probability));
+    Ok(if std::env::var_os("WIRELAT_COLATE_MATRIX_UNSIZED").is_some() { 20 } else { cfg.cells_per_flow })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -489,16 +588,16 @@ fn at_least(hits: usize, of: usize, p: f64) -> bool {
 fn every_flow_of_every_scenario_is_within_the_estimators_bounds() {
     let mut failures = Vec::new();
     println!(
-        "| scenario | flows in trace / checked / flow-epochs (lossy) | with mean | reliable (within 25 %) | rel. error median / p99 / max (lossless p99) | within 10·se | 95 % coverage | σ̂ rel. error median / p99 | paper Eq 3: negative, p99 rel. error | derived floor: median (smallest latency, median) | no mean: why | own one-sided packets, median: no mean / mean |"
+        "| scenario | flows in trace / checked / flow-epochs (lossy) | with mean | reliable (within 25 %) | rel. error median / p99 / max (lossless p99) | within 10·se | 95 % coverage | σ̂ rel. error median / p99 | paper Eq 3: negative, p99 rel. error | derived floor: median (smallest latency, median) | no mean: why | own one-sided packets, median: no mean / mean | m (sized from: p99 delay, p99 flow rate → X, P) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     // `WIRELAT_COLATE_MATRIX_ONLY=substring` runs the scenarios whose name contains it.
     let only = std::env::var("WIRELAT_COLATE_MATRIX_ONLY").unwrap_or_default();
     for (i, sc) in scenarios().iter().enumerate() {
         if !sc.name.contains(only.as_str()) {
             continue;
         }
-        let mut t = run(sc, 1900 + i as u64, &mut failures);
+        let mut t = run(sc, 1900 + seed_shift() + i as u64, &mut failures);
         let mut fail = |what: String| failures.push(format!("{}: {what}", sc.name));
         let n = t.checked;
         if t.flows < 50 {
@@ -524,7 +623,7 @@ fn every_flow_of_every_scenario_is_within_the_estimators_bounds() {
         let lossless_p99 = quantile(&mut t.rel_lossless, 0.99);
         let (p99, max) = (quantile(&mut t.rel, 0.99), quantile(&mut t.rel, 1.0));
         println!(
-            "| {}{} | {} / {} / {n} ({}) | {:.1} % | {:.1} % ({:.1} %) | {:.2} % / {:.1} % / {:.1} % ({:.1} %) | {:.2} % | {:.1} % | {:.1} % / {:.0} % | {}, {:.0} % | {:.0} ns ({:.0} ns); {} of {} groups derived | {} | {} / {} |",
+            "| {}{} | {} / {} / {n} ({}) | {:.1} % | {:.1} % ({:.1} %) | {:.2} % / {:.1} % / {:.1} % ({:.1} %) | {:.2} % | {:.1} % | {:.1} % / {:.0} % | {}, {:.0} % | {:.0} ns ({:.0} ns); {} of {} groups derived | {} | {} / {} | {}{} |",
             sc.name,
             t.rho.map(|r| format!(" (measured ρ {r:.2})")).unwrap_or_default(),
             t.trace_flows,
@@ -550,6 +649,10 @@ fn every_flow_of_every_scenario_is_within_the_estimators_bounds() {
             t.reasons.iter().map(|(r, c)| format!("{c} {r}")).collect::<Vec<_>>().join("; "),
             quantile(&mut t.one_sided_none, 0.5),
             quantile(&mut t.one_sided_mean, 0.5),
+            t.cells,
+            t.sizing
+                .map(|(d, r, x, p)| format!(" ({:.1} ms, {r:.0}/s → X = {x}, P = {p:.3})", d / 1e6))
+                .unwrap_or_default(),
         );
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));

@@ -128,6 +128,10 @@
 //! independent, at timestamp scale, in tick units. It neither predicts the real error (which
 //! cancels) nor is independent of the tick. Use the query's own interval to judge a result.
 //!
+//! [`coverage::for_coverage`] (ours, W12) derives m instead from the load (largest delay and
+//! per-flow rate, loss, query window): the smallest even m that leaves a flow at that load half
+//! its cells usable with the target probability, from the exact occupancy distribution.
+//!
 //! # Negative findings kept as behaviour
 //!
 //! * Points with different seeds, n, m, tick or origin have different config fingerprints.
@@ -136,6 +140,7 @@
 
 pub mod cells;
 pub mod config;
+pub mod coverage;
 pub mod epoch;
 pub mod pack;
 pub mod query;
