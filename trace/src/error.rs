@@ -42,6 +42,9 @@ pub enum TraceError {
         /// The underlying error.
         source: serde_json::Error,
     },
+    /// Record lines could not be read.
+    #[error(transparent)]
+    Record(#[from] wirelat_records::RecordError),
     /// A frame could not be built.
     #[error("cannot build frame: {0}")]
     Build(String),

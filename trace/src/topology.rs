@@ -16,25 +16,9 @@
 use crate::frame::MacPair;
 use serde::{Deserialize, Serialize};
 
-/// An appliance.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Point {
-    /// The upstream appliance (client side).
-    A,
-    /// The downstream appliance (server side).
-    B,
-}
-
-impl Point {
-    /// Lower-case name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Point::A => "a",
-            Point::B => "b",
-        }
-    }
-}
+/// An appliance: A upstream (client side), B downstream (server side). Defined with the record
+/// schema, which names points.
+pub use wirelat_records::Point;
 
 /// A direction of the segment between A and B: forward is client → server (A port 0 rx, then
 /// B port 0 rx), reverse server → client (B port 1 rx, then A port 1 rx). The data plane's

@@ -28,7 +28,10 @@
 //! `WIRELAT_COLATE_MATRIX_SCALE` multiplies the packet rate (and so the flows) for the larger
 //! table in BENCHMARKS.md, through the same code.
 
+mod golden;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
 use wirelat_dataplane::sim::{DelayModel, LossModel};
 use wirelat_dataplane::synopsis::Synopsis;
 use wirelat_dataplane::synopsis::colate::config::next_prime;
@@ -286,6 +289,8 @@ struct FlowEpochTruth {
 /// What one scenario measured.
 #[derive(Default)]
 struct Tally {
+    /// Every checked flow's query report, exactly (`{:?}`), for the golden digest.
+    golden: Vec<String>,
     /// Forward flows in the trace.
     trace_flows: usize,
     /// Of those, with ≥ MIN_PACKETS packets in some epoch.
@@ -473,6 +478,7 @@ fn run(sc: &Scenario, seed: u64, failures: &mut Vec<String>) -> Tally {
         }
         for t in truths {
             let q = segment.query(t.hash, t.sent, &opts);
+            tally.golden.push(format!("{k} {} {} {q:?}", t.hash, t.sent));
             check_flow(sc, *k, t, &q, floor_ns, &mut tally, &mut fail);
         }
     }
@@ -587,6 +593,7 @@ fn at_least(hits: usize, of: usize, p: f64) -> bool {
 #[test]
 fn every_flow_of_every_scenario_is_within_the_estimators_bounds() {
     let mut failures = Vec::new();
+    let mut golden = golden::Golden::default();
     println!(
         "| scenario | flows in trace / checked / flow-epochs (lossy) | with mean | reliable (within 25 %) | rel. error median / p99 / max (lossless p99) | within 10·se | 95 % coverage | σ̂ rel. error median / p99 | paper Eq 3: negative, p99 rel. error | derived floor: median (smallest latency, median) | no mean: why | own one-sided packets, median: no mean / mean | m (sized from: p99 delay, p99 flow rate → X, P) |"
     );
@@ -598,6 +605,9 @@ fn every_flow_of_every_scenario_is_within_the_estimators_bounds() {
             continue;
         }
         let mut t = run(sc, 1900 + seed_shift() + i as u64, &mut failures);
+        for line in t.golden.drain(..) {
+            golden.push("colate_flow", format!("{} {line}", sc.name));
+        }
         let mut fail = |what: String| failures.push(format!("{}: {what}", sc.name));
         let n = t.checked;
         if t.flows < 50 {
@@ -656,4 +666,12 @@ fn every_flow_of_every_scenario_is_within_the_estimators_bounds() {
         );
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    // The estimates themselves, byte for byte, when no WIRELAT_COLATE_MATRIX_* knob changed the
+    // matrix.
+    if std::env::vars().all(|(k, _)| !k.starts_with("WIRELAT_COLATE_MATRIX")) {
+        golden.check(
+            "colate_matrix",
+            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/colate_matrix.digest")),
+        );
+    }
 }

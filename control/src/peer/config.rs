@@ -32,7 +32,7 @@ use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::synopsis::SynopsisKind;
 use wirelat_dataplane::synopsis::colate::Repetitions;
 use wirelat_dataplane::synopsis::rda::PeelGuards;
-use wirelat_trace::topology::{Direction, Point};
+use wirelat_records::{Direction, Point};
 
 /// A collector configuration that failed to load.
 #[derive(Debug, Error)]

@@ -919,7 +919,7 @@ impl Engine {
         // The census of these windows (LDS), summed per flow; its LDS synopses are released.
         let mut flows: BTreeMap<
             (u64, wirelat_dataplane::packet::FlowKey),
-            (wirelat_dataplane::synopsis::lds::FlowEntry, u64, wirelat_trace::record::FlowEncap),
+            (wirelat_dataplane::synopsis::lds::FlowEntry, u64, wirelat_records::FlowEncap),
         > = BTreeMap::new();
         let mut have_census = false;
         let mut released = Vec::new();
@@ -1138,7 +1138,7 @@ mod tests {
             id: 10,
             upstream: 1,
             downstream: 2,
-            direction: wirelat_trace::topology::Direction::Forward,
+            direction: wirelat_records::Direction::Forward,
         };
         let report = RdaReport::unavailable(NoEstimate::NoPackets);
         let sides = Sides { complete: true, absent: &[] };

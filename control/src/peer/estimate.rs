@@ -24,10 +24,8 @@ use wirelat_dataplane::synopsis::lda::{self, Lda};
 use wirelat_dataplane::synopsis::lds::{self, FlowEntry, Lds};
 use wirelat_dataplane::synopsis::rda::{Rda, RdaReport};
 use wirelat_dataplane::synopsis::{Synopsis, SynopsisKind};
-use wirelat_trace::record::{
-    FlowEncap, FlowId, FlowRecord, FridgeRecord, QuantilePoint, Record, SegmentRecord,
-};
-use wirelat_trace::topology::Point;
+use wirelat_records::Point;
+use wirelat_records::{FlowEncap, FlowId, FlowRecord, FridgeRecord, QuantilePoint, Record, SegmentRecord};
 
 /// A decoded epoch synopsis.
 #[derive(Clone, Debug)]

@@ -376,12 +376,7 @@ mod tests {
     }
 
     fn seg() -> SegmentInfo {
-        SegmentInfo {
-            id: 1,
-            upstream: 1,
-            downstream: 2,
-            direction: wirelat_trace::topology::Direction::Forward,
-        }
+        SegmentInfo { id: 1, upstream: 1, downstream: 2, direction: wirelat_records::Direction::Forward }
     }
 
     fn job(cfg: &RdaConfig, a: &Rda, b: &Rda) -> RdaJob {

@@ -8,7 +8,7 @@
 //! by a crash) and the committed groups are known to be emitted, so the peer acknowledges
 //! their resent synopses without emitting them again.
 //!
-//! The records themselves are the scorer's schema ([`wirelat_trace::record`]); extra keys (the
+//! The records themselves are the scorer's schema ([`wirelat_records`]); extra keys (the
 //! segment id, loss, diagnostics) are added to the same JSON objects and ignored by the scorer.
 
 use serde_json::Value;
@@ -19,7 +19,7 @@ use std::io::{self, BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use wirelat_dataplane::synopsis::SynopsisKind;
-use wirelat_trace::record::{RECORD_VERSION, Record};
+use wirelat_records::{RECORD_VERSION, Record};
 
 /// What a group of records is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
