@@ -489,6 +489,18 @@ fn collector_exposes_delay_histograms_that_agree_with_its_records() {
         );
         for q in r["quantiles"].as_array().expect("quantiles") {
             let (p, want) = (q["q"].as_f64().expect("q"), q["delay_ns"].as_f64().expect("delay") * 1e-9);
+            // The latest-quantile gauge holds this record's value exactly (one group per kind).
+            let gauge = page
+                .lines()
+                .filter(|l| l.starts_with("wirelat_fridge_latest_quantile_ns{"))
+                .filter(|l| {
+                    [format!("point=\"{}\"", r["point_id"]), format!("kind=\"{kind}\""), format!("q=\"{p}\"")]
+                        .iter()
+                        .all(|label| l.contains(label.as_str()))
+                })
+                .find_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("no latest-quantile gauge for {point} {kind} q{p}:\n{page}"));
+            assert_eq!(gauge, q["delay_ns"].as_f64().expect("delay"), "{point} {kind} q{p}");
             if p != 0.5 && p != 0.99 {
                 continue;
             }

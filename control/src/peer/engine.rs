@@ -618,7 +618,12 @@ impl Engine {
                 self.cfg.segment(p.segment).as_ref(),
                 &format!("point {}'s synopsis could not be used: {e}", p.point),
             )];
-            self.finish(g, emit, Outcome { lines, latest: None, estimate: "malformed".into() }, &keys);
+            self.finish(
+                g,
+                emit,
+                Outcome { lines, latest: None, estimate: "malformed".into(), ..Outcome::default() },
+                &keys,
+            );
             return;
         }
         let sides_absent = absent.clone();
@@ -700,21 +705,14 @@ impl Engine {
             set(metrics::LATEST_LOSS, l.loss_rate);
             set(metrics::LATEST_SAMPLES, l.samples.map(|s| s as f64));
         }
-        if g.kind == SynopsisKind::Fridge {
-            for line in &out.lines {
-                let kind = line.get("kind").and_then(Value::as_str).unwrap_or("");
-                for q in line.get("quantiles").and_then(Value::as_array).into_iter().flatten() {
-                    if let (Some(qv), Some(d)) =
-                        (q.get("q").and_then(Value::as_f64), q.get("delay_ns").and_then(Value::as_f64))
-                    {
-                        let qs = qv.to_string();
-                        self.metrics.set(
-                            metrics::LATEST_QUANTILE,
-                            &[("point", &id), ("kind", kind), ("q", &qs)],
-                            d,
-                        );
-                    }
-                }
+        for (kind, quantiles) in &out.quantiles {
+            for q in quantiles {
+                let qs = q.q.to_string();
+                self.metrics.set(
+                    metrics::LATEST_QUANTILE,
+                    &[("point", &id), ("kind", kind.name()), ("q", &qs)],
+                    q.delay_ns,
+                );
             }
         }
     }
@@ -808,7 +806,7 @@ impl Engine {
                 return self.finish(
                     g,
                     emit,
-                    Outcome { lines, latest: None, estimate: "other".into() },
+                    Outcome { lines, latest: None, estimate: "other".into(), ..Outcome::default() },
                     &keys,
                 );
             }
@@ -868,6 +866,7 @@ impl Engine {
                                 lines: vec![error_line(g, None, &e.to_string())],
                                 latest: None,
                                 estimate: "other".into(),
+                                ..Outcome::default()
                             };
                         }
                     }
@@ -966,9 +965,12 @@ impl Engine {
                     sides,
                 )
             }
-            (Err(e), _) | (_, Err(e)) if emit => {
-                Outcome { lines: vec![error_line(g, Some(seg), e)], latest: None, estimate: "other".into() }
-            }
+            (Err(e), _) | (_, Err(e)) if emit => Outcome {
+                lines: vec![error_line(g, Some(seg), e)],
+                latest: None,
+                estimate: "other".into(),
+                ..Outcome::default()
+            },
             _ => Outcome::default(),
         };
         if self.cfg.colate.archive_dir.is_some() {

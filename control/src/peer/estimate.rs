@@ -16,7 +16,7 @@ use crate::report::records::{json, record_with};
 use crate::synopses::SynopsesConfig;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use wirelat_dataplane::packet::{Encap, FlowKey};
+use wirelat_dataplane::packet::{Encap, ExchangeKind, FlowKey};
 use wirelat_dataplane::synopsis::colate::{self, Colate, CounterEpoch, LatencyFloor, QueryOptions, Segment};
 use wirelat_dataplane::synopsis::estimate::{Estimate, Measured, NoEstimate};
 use wirelat_dataplane::synopsis::fridge::{self, FridgeSynopsis};
@@ -87,13 +87,14 @@ pub struct Outcome {
     pub latest: Option<Latest>,
     /// "ok", or the reason the mean is missing.
     pub estimate: String,
+    /// The fridge's quantiles per exchange kind (the metrics' gauges), as in its records.
+    pub quantiles: Vec<(ExchangeKind, Vec<QuantilePoint>)>,
 }
 
 fn outcome_of(m: &Measured<Estimate>) -> String {
     match m {
         Ok(_) => "ok".into(),
-        Err(NoEstimate::Other { .. }) => "other".into(),
-        Err(e) => json(e).get("reason").and_then(Value::as_str).unwrap_or("other").to_owned(),
+        Err(e) => e.reason().into(),
     }
 }
 
@@ -149,7 +150,7 @@ pub fn lda_group(seg: &SegmentInfo, epoch: u64, up: &Lda, down: &Lda, sides: Sid
         mean_ns: mean,
         std_dev_ns: sd,
     });
-    Outcome { lines: vec![record_with(&rec, extras)], latest, estimate }
+    Outcome { lines: vec![record_with(&rec, extras)], latest, estimate, ..Outcome::default() }
 }
 
 /// RDA: one segment record from a finished reconciliation (`failure` when the look-ups did not
@@ -239,7 +240,7 @@ pub fn rda_group(
         mean_ns: mean.ok(),
         std_dev_ns: sd.ok(),
     });
-    Outcome { lines: vec![record_with(&r, extras)], latest: Some(latest), estimate }
+    Outcome { lines: vec![record_with(&r, extras)], latest: Some(latest), estimate, ..Outcome::default() }
 }
 
 /// LDS: a segment record (aggregate mean) and the top-N flows of the receiver's log.
@@ -267,6 +268,7 @@ pub fn lds_group(
                 lines: vec![record_with(&rec, extras)],
                 latest: None,
                 estimate: "config_mismatch".into(),
+                ..Outcome::default()
             };
         }
     };
@@ -313,7 +315,7 @@ pub fn lds_group(
             ],
         ));
     }
-    Outcome { lines, latest: Some(latest), estimate }
+    Outcome { lines, latest: Some(latest), estimate, ..Outcome::default() }
 }
 
 /// Each flow's encapsulation at the two points of a segment, from their LDS flow logs.
@@ -470,13 +472,13 @@ pub fn colate_group(
     });
     let estimate = if error.is_some() { "config_mismatch" } else { "ok" };
     lines.insert(0, summary);
-    Outcome { lines, latest: None, estimate: estimate.into() }
+    Outcome { lines, latest: None, estimate: estimate.into(), ..Outcome::default() }
 }
 
 /// Fridge: one `fridge_quantiles` record per exchange kind of one point.
 pub fn fridge_group(point: Point, point_id: u32, first: u64, last: u64, syn: &FridgeSynopsis) -> Outcome {
     let report = fridge::estimate(syn);
-    let mut lines = Vec::new();
+    let (mut lines, mut by_kind) = (Vec::new(), Vec::new());
     for k in &report.kinds {
         let d = &k.all;
         let quantiles: Vec<QuantilePoint> =
@@ -484,6 +486,7 @@ pub fn fridge_group(point: Point, point_id: u32, first: u64, last: u64, syn: &Fr
                 .into_iter()
                 .filter_map(|(q, e)| e.as_ref().ok().map(|e| QuantilePoint { q, delay_ns: e.value }))
                 .collect();
+        by_kind.push((k.kind, quantiles.clone()));
         let rec = Record::FridgeQuantiles(FridgeRecord {
             point,
             kind: k.kind,
@@ -502,5 +505,5 @@ pub fn fridge_group(point: Point, point_id: u32, first: u64, last: u64, syn: &Fr
         ));
     }
     let estimate = if report.kinds.iter().any(|k| k.all.p50_ns.is_ok()) { "ok" } else { "no_samples" };
-    Outcome { lines, latest: None, estimate: estimate.into() }
+    Outcome { lines, latest: None, estimate: estimate.into(), quantiles: by_kind }
 }

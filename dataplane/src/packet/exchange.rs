@@ -14,6 +14,20 @@ pub enum ExchangeKind {
     TcpData,
 }
 
+impl ExchangeKind {
+    /// Every kind.
+    pub const ALL: [ExchangeKind; 3] = [ExchangeKind::TcpHandshake, ExchangeKind::Dns, ExchangeKind::TcpData];
+
+    /// The snake_case name records and metrics use (its serialised form).
+    pub fn name(self) -> &'static str {
+        match self {
+            ExchangeKind::TcpHandshake => "tcp_handshake",
+            ExchangeKind::Dns => "dns",
+            ExchangeKind::TcpData => "tcp_data",
+        }
+    }
+}
+
 /// Whether a packet opens or closes an exchange.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

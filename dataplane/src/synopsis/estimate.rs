@@ -80,12 +80,44 @@ pub enum NoEstimate {
     },
 }
 
+impl NoEstimate {
+    /// The snake_case reason records and metrics carry (the serialised `"reason"` tag).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            NoEstimate::NoPackets => "no_packets",
+            NoEstimate::NoUsableCells => "no_usable_cells",
+            NoEstimate::TooFewSamples { .. } => "too_few_samples",
+            NoEstimate::ConfigMismatch => "config_mismatch",
+            NoEstimate::NotFinite => "not_finite",
+            NoEstimate::Other { .. } => "other",
+        }
+    }
+}
+
 /// An estimate or the reason there is none.
 pub type Measured<T> = Result<T, NoEstimate>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasons_are_the_serialised_tags() {
+        for e in [
+            NoEstimate::NoPackets,
+            NoEstimate::NoUsableCells,
+            NoEstimate::TooFewSamples { have: 1, need: 2 },
+            NoEstimate::ConfigMismatch,
+            NoEstimate::NotFinite,
+            NoEstimate::Other { detail: "x".into() },
+        ] {
+            let v = serde_json::to_value(&e).unwrap();
+            assert_eq!(v["reason"], e.reason(), "{e:?}");
+        }
+        for k in crate::packet::ExchangeKind::ALL {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.name());
+        }
+    }
 
     #[test]
     fn nan_is_refused() {
