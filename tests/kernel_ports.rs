@@ -500,7 +500,7 @@ fn af_packet_ports_forward_real_traffic_whole_at_mtu_9000() {
 
 /// af_xdp ports: the same traffic and checks as af_packet at MTU 1500 (the full-ring drops the
 /// driver does not report are in `imissed` too). Before it, on the same veths: an MTU of 9000
-/// is refused with a sentence naming the limit and the way out, and receive VLAN offload left
+/// is refused (exit code 2) with a sentence naming the key, the limit and the way out, and receive VLAN offload left
 /// on one of wirelat's interfaces is named in a warning (see README, "On a real host").
 #[test]
 fn af_xdp_ports_forward_real_traffic_whole_at_mtu_1500_and_refuse_jumbo_frames() {
@@ -510,10 +510,12 @@ fn af_xdp_ports_forward_real_traffic_whole_at_mtu_1500_and_refuse_jumbo_frames()
         let config = write_config(d, 9000, Driver::AfXdp);
         let out = wirelat().args(["run", "--config"]).arg(&config).output().expect("run wirelat");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "MTU 9000 on af_xdp started: {err}");
+        // The operator's configuration: exit code 2, naming the file, line, column and key.
+        assert_eq!(out.status.code(), Some(2), "MTU 9000 on af_xdp: {err}");
         let last = err.lines().last().unwrap_or_default();
         assert!(
-            last.contains("MTU 9000 ([[port]] mtu) is above the")
+            last.contains(&format!("{}:13:7: key `port[0].mtu`", config.display()))
+                && last.contains("MTU 9000 ([[port]] mtu) is above the")
                 && last.contains("net_af_xdp takes")
                 && last.contains("use net_af_packet for jumbo frames"),
             "{err}"
