@@ -353,11 +353,29 @@ fn moongen_replays_a_trace_pair_into_two_points_and_a_collector_as_offline_measu
     }
 
     // The fridge: every request and response offline counted, at each point, and every
-    // exchange offline paired either paired or counted as a response without its request. (A
-    // worker polls port 0, then port 1; preempted between the two polls on this shared core, it
-    // finds a response before the request that arrived during the preemption: 10-30 % of the
-    // exchanges at this machine's load of 11, 1.6 ms apart after the stretch. Not a replay
-    // error: MoonGen hands each request to the kernel before its response, on one CPU.)
+    // exchange offline paired either paired or counted as a response without its request.
+    //
+    // Why not exact samples (issue 20; W13, fourth session, decided without a code change):
+    // - The stamps: DPDK 22.11's af_packet driver passes no kernel time, so a frame's stamp is
+    //   the TSC when its worker polled it. Each loop iteration takes one burst from port 0,
+    //   processes it, then one from port 1 (`worker::run`).
+    // - The race: poll of port 0 at t0 < request handed to the kernel at tq < its response at
+    //   tr (1.6 ms later after the stretch) < poll of port 1 at t1. A worker descheduled
+    //   between its two polls (milliseconds on these shared cores) processes the response in
+    //   iteration k and its request in k + 1: an unmatched response and an orphan request
+    //   (10-30 % of the exchanges at this machine's load of 11). Not a replay error: MoonGen
+    //   hands each request to the kernel before its response, on one CPU.
+    // - Reordering a round cannot repair it: the request is not in the round. Polling port 1
+    //   before port 0 and processing port 0 first would be exact here only because this
+    //   trace's clients all sit behind port 0; for requests arriving on port 1 it opens the
+    //   same window the other way, and no single order serves both directions. Exact pairing
+    //   in general needs to hold frames back until every port has been polled past their
+    //   arrival, which needs arrival stamps (only net_pcap live ports give them, `[clock]
+    //   source = "kernel"`) and that everything the kernel stamped before a poll is visible
+    //   to it (two CPUs: one stamps and fills the ring while the other polls) - and a
+    //   carry-over of held mbufs across iterations. Not cheap, not done.
+    // - Inline on live traffic the race cannot happen: the response exists only after the
+    //   worker forwarded its request. It is a replay (and mirror-port) effect.
     for p in ["a", "b"] {
         let run = fridge_counts(&run_dir.join(format!("{p}.jsonl")));
         let off = fridge_counts(&off_dir.join(format!("{p}.jsonl")));
