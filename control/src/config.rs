@@ -1264,6 +1264,23 @@ device = "3b:00.1,rxq_cqe_comp_en=0"
     }
 
     #[test]
+    fn port_refusals_name_the_refused_keys_location() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("r.toml");
+        let text = "[workers]\ncount = 1\n[[port]]\ndevice = \"net_af_xdp0,iface=a\"\nmtu = 9000\n\
+                    [[port]]\ndevice = \"net_af_xdp1,iface=b\"\n";
+        std::fs::write(&path, text).expect("config");
+        let c = Config::parse(text, &path).expect("valid");
+        let at = |index, key| c.port_refusal(&path, index, key, "refused".into()).to_string();
+        let p = path.display();
+        assert_eq!(at(0, PortKey::Mtu), format!("{p}:5:7: key `port[0].mtu`: refused"));
+        // No `mtu` written: the interface's own MTU was refused, located at the device.
+        assert_eq!(at(1, PortKey::Mtu), format!("{p}:7:10: key `port[1].device`: refused"));
+        assert_eq!(at(1, PortKey::Device), format!("{p}:7:10: key `port[1].device`: refused"));
+        assert_eq!(at(0, PortKey::Queues), format!("{p}:2:9: key `workers.count`: refused"));
+    }
+
+    #[test]
     fn unknown_key_in_second_port_names_its_index() {
         let text = format!("{MINIMAL}speed = 10\n");
         let e = error_text(&text);
