@@ -178,8 +178,8 @@ pub struct PortRefused {
 }
 
 impl PortRefused {
-    /// `error` as a refusal of port `index`'s setting when the device refused one, or when no
-    /// device of that name exists after probing (anything else is returned as it was).
+    /// `error` as a refusal of port `index`'s setting when the device refused one (anything
+    /// else is returned as it was).
     fn from_open(index: usize, error: DpdkError) -> anyhow::Error {
         match error {
             DpdkError::PortRefused { setting, .. } => {
@@ -190,12 +190,10 @@ impl PortRefused {
                 };
                 anyhow::Error::new(PortRefused { index, key, message: error.to_string() })
             }
-            // A virtual device whose driver refused its arguments (a ring the kernel will not
-            // create, a block size it does not take) is absent after probing, as is a device
-            // string naming nothing: the operator's `device` either way.
-            DpdkError::PortNotFound { .. } => {
-                anyhow::Error::new(PortRefused { index, key: PortKey::Device, message: error.to_string() })
-            }
+            // A port absent after probing stays a runtime failure: its driver's probe can fail
+            // for reasons of the moment (ring memory, a packet-fanout group id another process
+            // took), and the ring geometries the kernel refuses are checked when the
+            // configuration is loaded (`af_packet::ring`).
             other => other.into(),
         }
     }

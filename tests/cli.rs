@@ -226,8 +226,8 @@ fn unusable_cores_and_outputs_of_the_wrong_kind_are_usage_errors_naming_the_key(
     assert!(last.contains("key `colate.archive_dir`") && last.contains("is a file"), "{stderr}");
 }
 
-/// A kernel port whose interface does not exist (or has too few rx queues), or whose device
-/// arguments its driver refuses, is the operator's configuration, found only on this machine:
+/// A kernel port whose interface does not exist (or has too few rx queues), or whose ring
+/// geometry the kernel refuses, is the operator's configuration, found only on this machine:
 /// exit code 2 naming the file, line, column and `device` key of that `[[port]]`, like any bad
 /// value (it exited 1 before, issue 20).
 #[cfg(feature = "dpdk")]
@@ -246,8 +246,8 @@ fn kernel_ports_on_missing_interfaces_are_usage_errors_naming_the_device_key() {
             "{driver}: {stderr}"
         );
     }
-    // Device arguments the driver refuses at probing (a ring block smaller than a frame): the
-    // port is absent after probing, named the same way.
+    // Device arguments the kernel would refuse at the driver's probe (a ring block smaller
+    // than a frame): refused when the configuration is loaded, named the same way.
     let (code, stderr, path) = run_bad(&format!(
         "[eal]\n{}\n[[port]]\ndevice = \"net_af_packet0,iface=lo,blocksz=1024\"\n[[port]]\ndevice = \"net_ring1\"\n",
         eal_args_toml(Path::new("/w13cli"))
@@ -255,7 +255,9 @@ fn kernel_ports_on_missing_interfaces_are_usage_errors_naming_the_device_key() {
     let last = stderr.lines().last().unwrap_or_default().to_owned();
     assert_clear_usage_error(code, &last);
     assert!(
-        last.contains(&format!("{path}:4:10: key `port[0].device`")) && last.contains("no DPDK port named"),
+        last.contains(&format!("{path}:4:10: key `port[0].device`"))
+            && last.contains("blocksz=1024, framesz=9216")
+            && last.contains("the kernel takes a ring only with"),
         "{stderr}"
     );
 }
