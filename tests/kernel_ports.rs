@@ -192,10 +192,13 @@ fn wait_for(path: &Path, needle: &str, timeout: Duration) {
     );
 }
 
-/// Frames `dev` in `ns` sent (`out`) or received (`in`) in a tcpdump capture.
+/// Frames `dev` in `ns` sent (`out`) or received (`in`) in a tcpdump capture. Immediate mode:
+/// otherwise libpcap hands over its ring's blocks only when full or on its timer, and frames of
+/// the last block can still be unread when tcpdump is stopped (one run here lost server →
+/// client frames from a capture while wirelat's counters had forwarded them all).
 fn capture(ns: &str, dev: &str, direction: &str, file: &Path) -> Background {
     let bg = Background::start(&format!(
-        "ip netns exec {ns} tcpdump -Q {direction} -i {dev} -s 0 -U -w {} -n 2>/dev/null",
+        "ip netns exec {ns} tcpdump --immediate-mode -Q {direction} -i {dev} -s 0 -U -w {} -n 2>/dev/null",
         file.display()
     ));
     // tcpdump opens the file once its capture runs.
