@@ -161,7 +161,7 @@ fn execute(command: Command) -> Result<(), Failure> {
         Command::Run { config } => {
             let loaded = Config::load(&config).map_err(|e| Failure::Usage(e.to_string()))?;
             loaded.check_machine(&config, Purpose::Run).map_err(|e| Failure::Usage(e.to_string()))?;
-            run_appliance(&loaded)
+            run_appliance(&loaded, &config)
         }
         Command::Offline { config, port0, port1, workers } => {
             let loaded =
@@ -194,8 +194,11 @@ fn execute(command: Command) -> Result<(), Failure> {
 }
 
 #[cfg(feature = "dpdk")]
-fn run_appliance(config: &Config) -> Result<(), Failure> {
-    let summary = run::run(config).map_err(classify)?;
+fn run_appliance(config: &Config, path: &std::path::Path) -> Result<(), Failure> {
+    let summary = run::run(config).map_err(|e| match e.downcast_ref::<run::PortRefused>() {
+        Some(r) => Failure::Usage(config.port_refusal(path, r.index, r.key, r.message.clone()).to_string()),
+        None => classify(e),
+    })?;
     // The outcome on stdout (logs are on stderr).
     for (p, t) in summary.ports.iter().enumerate() {
         println!(
@@ -237,7 +240,7 @@ fn run_appliance(config: &Config) -> Result<(), Failure> {
 }
 
 #[cfg(not(feature = "dpdk"))]
-fn run_appliance(_config: &Config) -> Result<(), Failure> {
+fn run_appliance(_config: &Config, _path: &std::path::Path) -> Result<(), Failure> {
     Err(Failure::Usage(
         "DPDK support was not compiled in: this wirelat was built without the `dpdk` feature \
          (rebuild with the default features on a machine with DPDK, see README.md)"

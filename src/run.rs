@@ -12,14 +12,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use crossbeam::utils::CachePadded;
 use tracing::{info, warn};
-use wirelat_control::config::{ClockSource, Config, DeviceKind, MAX_BURST_SIZE};
+use wirelat_control::config::{ClockSource, Config, DeviceKind, MAX_BURST_SIZE, PortKey};
 use wirelat_control::core_plan::{CorePlan, Topology, pci_numa_node};
 use wirelat_control::epoch::Harvester;
 use wirelat_control::publish::Publisher;
 use wirelat_dataplane::clock::{Calibrator, ClockMap, TraceTime, host_tsc_pair};
 use wirelat_dataplane::dpdk::{
-    self, Eal, LcoreJob, LcoreOutcome, MAX_BURST, Mempool, MempoolSettings, Port, PortSettings,
-    RxTimestampField,
+    self, DpdkError, Eal, LcoreJob, LcoreOutcome, MAX_BURST, Mempool, MempoolSettings, Port, PortSetting,
+    PortSettings, RxTimestampField,
 };
 use wirelat_dataplane::epoch::{EpochClock, EpochLink};
 use wirelat_dataplane::measuring::{MeasuringHook, PacketClock};
@@ -163,25 +163,66 @@ fn core_plan(config: &Config) -> anyhow::Result<CorePlan> {
         .context("cannot place the workers")
 }
 
+/// A `[[port]]` setting that the device or the machine refuses: the operator's configuration
+/// must change, so `wirelat run` exits 2 naming the file, line, column and key
+/// ([`wirelat_control::config::Config::port_refusal`]), where a runtime failure exits 1.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct PortRefused {
+    /// Index of the `[[port]]` table.
+    pub index: usize,
+    /// The setting refused.
+    pub key: PortKey,
+    /// One sentence: what was refused and what to do.
+    pub message: String,
+}
+
+impl PortRefused {
+    /// `error` as a refusal of port `index`'s setting when the device refused one (anything
+    /// else is returned as it was).
+    fn from_open(index: usize, error: DpdkError) -> anyhow::Error {
+        match error {
+            DpdkError::PortRefused { setting, .. } => {
+                let key = match setting {
+                    PortSetting::Mtu => PortKey::Mtu,
+                    PortSetting::Queues => PortKey::Queues,
+                    PortSetting::Device => PortKey::Device,
+                };
+                anyhow::Error::new(PortRefused { index, key, message: error.to_string() })
+            }
+            // A port absent after probing stays a runtime failure: its driver's probe can fail
+            // for reasons of the moment (ring memory, a packet-fanout group id another process
+            // took), and the ring geometries the kernel refuses are checked when the
+            // configuration is loaded (`af_packet::ring`).
+            other => other.into(),
+        }
+    }
+}
+
 /// Refuses, before the EAL starts, an af_xdp port whose interface is missing or has too few rx
 /// queues for its sockets (the driver's own error is a bare EINVAL), and warns of receive VLAN
 /// offload, which hands XDP frames without their tags on NICs that strip them.
-fn check_af_xdp_interface(device: &str, xdp: &wirelat_control::af_xdp::AfXdpPort) -> anyhow::Result<()> {
+fn check_af_xdp_interface(
+    index: usize,
+    device: &str,
+    xdp: &wirelat_control::af_xdp::AfXdpPort,
+) -> Result<(), PortRefused> {
+    let refused = |message: String| PortRefused { index, key: PortKey::Device, message };
     if dpdk::kernel_iface_index(&xdp.iface).is_none() {
-        bail!("{device}: interface `{}` does not exist", xdp.iface);
+        return Err(refused(format!("{device}: interface `{}` does not exist", xdp.iface)));
     }
     let needed = xdp.start_queue.saturating_add(xdp.queue_count);
     if let Some(have) = dpdk::kernel_iface_rx_queues(&xdp.iface)
         && have < needed
     {
-        bail!(
+        return Err(refused(format!(
             "{device}: interface `{}` has {have} rx queue(s) but the XDP sockets need queues {}..{} \
              (start_queue + one per worker); give it more (`ethtool -L`, or `numrxqueues` for a \
              veth) or use fewer workers",
             xdp.iface,
             xdp.start_queue,
             needed - 1
-        );
+        )));
     }
     if dpdk::kernel_iface_rx_vlan_offload(&xdp.iface).unwrap_or(false) {
         warn!(
@@ -213,10 +254,15 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let mut publisher = measuring.then(|| measure::publisher(config, false)).transpose()?;
     let exposed = Exposed::start(config, "run")?;
 
-    for port in config.ports.get_ref() {
+    for (index, port) in config.ports.get_ref().iter().enumerate() {
         if let Some(Ok(ring)) = port.af_packet_ring(config.queues()) {
             if dpdk::kernel_iface_index(&ring.iface).is_none() {
-                bail!("{}: interface `{}` does not exist", port.device.get_ref(), ring.iface);
+                return Err(PortRefused {
+                    index,
+                    key: PortKey::Device,
+                    message: format!("{}: interface `{}` does not exist", port.device.get_ref(), ring.iface),
+                }
+                .into());
             }
             if dpdk::kernel_iface_gro(&ring.iface).unwrap_or(false) {
                 warn!(
@@ -229,7 +275,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
             }
         }
         if let Some(Ok(xdp)) = port.af_xdp_port(config.queues()) {
-            check_af_xdp_interface(port.device.get_ref(), &xdp)?;
+            check_af_xdp_interface(index, port.device.get_ref(), &xdp)?;
         }
         for file in crate::pcap_input::rx_pcap_files(port.device.get_ref()) {
             let found = crate::pcap_input::check_replay_file(&file)?;
@@ -306,7 +352,8 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
                 "af_xdp sockets"
             );
         }
-        let port = Port::open(&eal, &port_config.device_name(), &pool, &settings)?;
+        let port = Port::open(&eal, &port_config.device_name(), &pool, &settings)
+            .map_err(|e| PortRefused::from_open(ports.len(), e))?;
         let i = port.info();
         info!(
             port = ports.len(),

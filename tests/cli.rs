@@ -245,3 +245,39 @@ fn colate_sizing_refusals_are_usage_errors_naming_the_key() {
         assert_eq!(stderr.trim_end().lines().count(), 1, "one sentence: {stderr}");
     }
 }
+
+/// A kernel port whose interface does not exist (or has too few rx queues), or whose ring
+/// geometry the kernel refuses, is the operator's configuration, found only on this machine:
+/// exit code 2 naming the file, line, column and `device` key of that `[[port]]`, like any bad
+/// value (it exited 1 before, issue 20).
+#[cfg(feature = "dpdk")]
+#[test]
+fn kernel_ports_on_missing_interfaces_are_usage_errors_naming_the_device_key() {
+    for driver in ["net_af_packet", "net_af_xdp"] {
+        let (code, stderr, path) = run_bad(&format!(
+            "[eal]\n{}\n[[port]]\ndevice = \"{driver}0,iface=lo\"\n[[port]]\ndevice = \"{driver}1,iface=w13-none\"\n",
+            eal_args_toml(Path::new("/w13cli"))
+        ));
+        let last = stderr.lines().last().unwrap_or_default().to_owned();
+        assert_clear_usage_error(code, &last);
+        assert!(
+            last.contains(&format!("{path}:6:10: key `port[1].device`"))
+                && last.contains("interface `w13-none` does not exist"),
+            "{driver}: {stderr}"
+        );
+    }
+    // Device arguments the kernel would refuse at the driver's probe (a ring block smaller
+    // than a frame): refused when the configuration is loaded, named the same way.
+    let (code, stderr, path) = run_bad(&format!(
+        "[eal]\n{}\n[[port]]\ndevice = \"net_af_packet0,iface=lo,blocksz=1024\"\n[[port]]\ndevice = \"net_ring1\"\n",
+        eal_args_toml(Path::new("/w13cli"))
+    ));
+    let last = stderr.lines().last().unwrap_or_default().to_owned();
+    assert_clear_usage_error(code, &last);
+    assert!(
+        last.contains(&format!("{path}:4:10: key `port[0].device`"))
+            && last.contains("blocksz=1024, framesz=9216")
+            && last.contains("the kernel takes a ring only with"),
+        "{stderr}"
+    );
+}

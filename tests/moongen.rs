@@ -12,8 +12,8 @@
 //! measure with the fridge, LDA and RDA and ship to a collector; `wirelat offline` measures
 //! the same pcaps and ships to a second collector. Checked:
 //! - every frame was replayed and none was lost on the way (`imissed`, drops = 0);
-//! - the fridge's requests and responses per point and kind: exactly equal; its samples plus
-//!   its unmatched responses equal offline's samples (see the comment at the check);
+//! - the fridge's requests, responses and samples per point and kind: exactly equal, no
+//!   unmatched response (see the comment at the check for why, and for its limit);
 //! - per segment and synopsis, the packets the estimates cover (Σ `loss.sent`): exactly equal;
 //! - the packet-weighted mean delay within E of offline's stretched by the replay (MoonGen
 //!   runs at `RATE` of the recorded speed, so every gap, delays included, is 1 / RATE longer).
@@ -352,12 +352,32 @@ fn moongen_replays_a_trace_pair_into_two_points_and_a_collector_as_offline_measu
         }
     }
 
-    // The fridge: every request and response offline counted, at each point, and every
-    // exchange offline paired either paired or counted as a response without its request. (A
-    // worker polls port 0, then port 1; preempted between the two polls on this shared core, it
-    // finds a response before the request that arrived during the preemption: 10-30 % of the
-    // exchanges at this machine's load of 11, 1.6 ms apart after the stretch. Not a replay
-    // error: MoonGen hands each request to the kernel before its response, on one CPU.)
+    // The fridge: every request, response and sample offline counted, exactly, at each point.
+    //
+    // Why this holds, and when it would not (issue 20; W13, fourth session):
+    // - The stamps: DPDK 22.11's af_packet driver passes no kernel time, so a frame is stamped
+    //   when its worker processes it, and the fridge pairs in processing order.
+    // - The race: with port 0 polled and processed before port 1 is polled, a worker
+    //   descheduled between the two polls (milliseconds on these shared cores) finds, when
+    //   MoonGen handed a request (port 0) and its response (port 1, 1.6 ms later after the
+    //   stretch) to the kernel during that time, the response in this iteration and the
+    //   request in the next: an unmatched response and an orphan request. Measured with that
+    //   loop: 4-20 of 90-93 samples missing per point and kind in 2 of 3 runs, 0-6 in the
+    //   third (BENCHMARKS "W13 (fourth session)").
+    // - The fix (`worker::run`): port 1 is polled first, port 0 second, and port 0's burst is
+    //   processed first. A response in port 1's burst was handed over before that poll and
+    //   its request earlier still (one CPU's backlog delivers them in order), so port 0's later
+    //   poll holds the request, unless more than a burst (32 frames, about 200 ms of this
+    //   replay) waited on port 0. Exact in 3 of 3 runs by hand, and asserted here.
+    // - Its limit: exact only because this trace's requests all arrive on port 0. A request on
+    //   port 1 whose response reaches port 0 before port 0's next poll is still processed
+    //   after its response; no single order serves both directions. Exact pairing for both
+    //   would need frames held back until every port has been polled past their arrival:
+    //   arrival stamps (only net_pcap live ports give them, `[clock] source = "kernel"`),
+    //   everything stamped before a poll visible to it (the kernel fills the ring on another
+    //   CPU), and held mbufs carried across iterations. Not built. Inline on live traffic the
+    //   race cannot happen either way: a response exists only after the worker forwarded its
+    //   request.
     for p in ["a", "b"] {
         let run = fridge_counts(&run_dir.join(format!("{p}.jsonl")));
         let off = fridge_counts(&off_dir.join(format!("{p}.jsonl")));
@@ -370,11 +390,10 @@ fn moongen_replays_a_trace_pair_into_two_points_and_a_collector_as_offline_measu
                 [o[0], o[1], o[3]]
             );
             assert_eq!(
-                r[..3],
-                o[..3],
-                "point {p} {kind}: requests, responses, samples + unmatched, run vs offline"
+                [r[0], r[1], r[3], r[2] - r[3]],
+                [o[0], o[1], o[3], 0],
+                "point {p} {kind}: requests, responses, samples, unmatched responses: run vs offline"
             );
-            assert!(r[3] > 0, "point {p} {kind}: nothing paired");
         }
     }
     // The segments: the same packets, the mean within E, the loss within the crossings.

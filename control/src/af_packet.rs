@@ -85,6 +85,22 @@ pub enum AfPacketError {
         /// Needed.
         queues: u16,
     },
+    /// The ring's geometry is one the kernel refuses (`PACKET_RX_RING`): the driver's probe
+    /// would fail and the port would be absent, which is refused here with the rule instead.
+    #[error(
+        "net_af_packet blocksz={block_size}, framesz={frame_size}, framecnt={frame_count}: the kernel \
+         takes a ring only with framesz a multiple of 16, blocksz a multiple of {PAGE_SIZE} and at \
+         least framesz, and framecnt a multiple of the frames per block (blocksz / framesz); \
+         remove the ones you gave to have them derived"
+    )]
+    BadRing {
+        /// Block size (given or derived).
+        block_size: u32,
+        /// Frame size (given or derived).
+        frame_size: u32,
+        /// Frame count (given or derived).
+        frame_count: u32,
+    },
     /// The mbufs are too large for a u16 data room.
     #[error("a ring frame of {0} bytes needs an mbuf data room above 65535 bytes; lower the MTU")]
     DataRoomTooLarge(u32),
@@ -127,17 +143,25 @@ pub fn ring(device: &str, mtu: u16, rx_descriptors: u16, queues: u16) -> Result<
             b
         }
     };
-    let frames_per_block = (block_size / frame_size.max(1)).max(1);
+    let frames_per_block = block_size / frame_size.max(1);
     let frame_count = match get("framecnt")? {
         Some(c) => c,
         None => {
             let c = (u32::from(rx_descriptors) * FRAMES_PER_DESCRIPTOR)
                 .max(512)
-                .next_multiple_of(frames_per_block);
+                .next_multiple_of(frames_per_block.max(1));
             extra.push(format!("framecnt={c}"));
             c
         }
     };
+    if frame_size % 16 != 0
+        || block_size % PAGE_SIZE != 0
+        || frames_per_block == 0
+        || frame_count % frames_per_block != 0
+        || frame_count == 0
+    {
+        return Err(AfPacketError::BadRing { block_size, frame_size, frame_count });
+    }
     match get("qpairs")? {
         Some(q) if q != u32::from(queues) => return Err(AfPacketError::QueuePairs { given: q, queues }),
         Some(_) => {}
@@ -221,6 +245,20 @@ mod tests {
         assert!(matches!(
             ring("net_af_packet0,iface=v", 65500, 1024, 1),
             Err(AfPacketError::DataRoomTooLarge(_))
+        ));
+        // Geometries the kernel refuses: caught here, not as a port absent after probing.
+        for bad in ["blocksz=1024", "blocksz=5000", "framesz=2056", "framecnt=513", "framecnt=0"] {
+            assert!(
+                matches!(
+                    ring(&format!("net_af_packet0,iface=x,{bad}"), 1500, 1024, 1),
+                    Err(AfPacketError::BadRing { .. })
+                ),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            ring("net_af_packet0,iface=x,framesz=4096,blocksz=8192,framecnt=515", 1500, 1024, 1),
+            Err(AfPacketError::BadRing { .. })
         ));
     }
 }

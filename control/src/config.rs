@@ -71,6 +71,17 @@ fn key_suffix(key: &Option<String>) -> String {
     key.as_ref().map(|k| format!(": key `{k}`")).unwrap_or_default()
 }
 
+/// The `[[port]]` setting a device refused ([`Config::port_refusal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortKey {
+    /// `mtu` (or the interface's MTU when none is written).
+    Mtu,
+    /// `device`: the device string, its arguments, the interface it names.
+    Device,
+    /// The queues, one per worker (`[workers] cores` or `count`).
+    Queues,
+}
+
 /// A 1-based line and column in the config file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Location {
@@ -612,6 +623,25 @@ impl Config {
             self.check_cores(&text, path, &usable)?;
         }
         Ok(())
+    }
+
+    /// A refusal of `[[port]]` number `index`'s `key` that only opening the device could find
+    /// (an MTU its driver or kernel interface does not take, queues it does not have, an
+    /// interface that does not exist), as the same error a bad value in the file gives: the
+    /// file, line, column and key of the setting, then `message`. The MTU is located at
+    /// `mtu`, or at `device` when no `mtu` was written (the interface's own MTU was used).
+    pub fn port_refusal(&self, path: &Path, index: usize, key: PortKey, message: String) -> ConfigError {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let port = self.ports.get_ref().get(index);
+        let span = match (key, port) {
+            (PortKey::Mtu, Some(p)) if p.mtu_is_explicit() => Some(p.mtu.span()),
+            (PortKey::Mtu | PortKey::Device, Some(p)) => Some(p.device.span()),
+            (PortKey::Queues, _) => {
+                Some(self.workers.cores.as_ref().map_or_else(|| self.workers.count.span(), Spanned::span))
+            }
+            (_, None) => None,
+        };
+        invalid(path, &text, span, message)
     }
 
     /// `[output] json` must not be a directory, `dump_dir` and `colate_archive` not a file
@@ -1231,6 +1261,23 @@ device = "3b:00.1,rxq_cqe_comp_en=0"
         let e = error_text(&text);
         assert!(e.starts_with("test.toml:8:1: key `workers.burst`"), "{e}");
         assert!(e.contains("unknown field `burst`"), "{e}");
+    }
+
+    #[test]
+    fn port_refusals_name_the_refused_keys_location() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("r.toml");
+        let text = "[workers]\ncount = 1\n[[port]]\ndevice = \"net_af_xdp0,iface=a\"\nmtu = 9000\n\
+                    [[port]]\ndevice = \"net_af_xdp1,iface=b\"\n";
+        std::fs::write(&path, text).expect("config");
+        let c = Config::parse(text, &path).expect("valid");
+        let at = |index, key| c.port_refusal(&path, index, key, "refused".into()).to_string();
+        let p = path.display();
+        assert_eq!(at(0, PortKey::Mtu), format!("{p}:5:7: key `port[0].mtu`: refused"));
+        // No `mtu` written: the interface's own MTU was refused, located at the device.
+        assert_eq!(at(1, PortKey::Mtu), format!("{p}:7:10: key `port[1].device`: refused"));
+        assert_eq!(at(1, PortKey::Device), format!("{p}:7:10: key `port[1].device`: refused"));
+        assert_eq!(at(0, PortKey::Queues), format!("{p}:2:9: key `workers.count`: refused"));
     }
 
     #[test]

@@ -17,7 +17,8 @@ pub enum Direction {
 }
 
 impl Direction {
-    /// Both, forward first (the workers' polling order).
+    /// Both, forward first (the order a worker processes its bursts in; it polls port 1 first,
+    /// see `worker::run`).
     pub const BOTH: [Direction; 2] = [Direction::Forward, Direction::Reverse];
 
     /// The direction of packets received on `port` (0 or 1; anything else is port 1).

@@ -236,6 +236,8 @@ pub fn run<H: BurstHook>(
     stop: &AtomicBool,
     hook: &mut H,
 ) {
+    // Port 1's burst, polled before port 0's and processed after it.
+    let mut reverse = MbufBurst::new();
     let mut burst = MbufBurst::new();
     let mut polls: u64 = 0;
     // TSC of the first empty poll of the current quiet spell (idle mode only).
@@ -243,9 +245,24 @@ pub fn run<H: BurstHook>(
 
     while !stop.load(Ordering::Relaxed) {
         let mut received: u16 = 0;
+        // Port 1 is polled first and processed second. A response in port 1's burst was handed
+        // to the kernel before this poll and its request (port 0) earlier still, so port 0's
+        // poll, made after, already holds the request: an exchange whose request arrives on
+        // port 0 is processed in order even when the worker is descheduled between its polls
+        // (the fridge then pairs it; polled port 0 first, it saw the response first, one
+        // iteration before its request). Requests arriving on port 1 keep a window as before:
+        // no single order serves both directions (tests/moongen.rs). Port 1's frames wait for
+        // port 0's processing in either order, and are stamped when processed.
+        let reverse_received = paths[1].rx.recv(&mut reverse, settings.burst_size);
 
-        for (path, c) in paths.iter_mut().zip(&counters.paths) {
-            let n = path.rx.recv(&mut burst, settings.burst_size);
+        for (i, (path, c)) in paths.iter_mut().zip(&counters.paths).enumerate() {
+            let n = if i == 0 {
+                path.rx.recv(&mut burst, settings.burst_size)
+            } else {
+                // `burst` is empty here (freed or sent); take port 1's.
+                std::mem::swap(&mut burst, &mut reverse);
+                reverse_received
+            };
             if n == 0 {
                 continue;
             }

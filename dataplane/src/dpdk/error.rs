@@ -44,6 +44,17 @@ impl fmt::Display for RteErrno {
     }
 }
 
+/// Which `[[port]]` setting a device refused ([`DpdkError::PortRefused`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortSetting {
+    /// `mtu` (or, when none is given, the kernel interface's MTU).
+    Mtu,
+    /// The queue count, one per worker (`[workers]`).
+    Queues,
+    /// The device string and its arguments (`device`).
+    Device,
+}
+
 /// Everything that can go wrong while bringing up or tearing down DPDK.
 // Each variant's fields are named in its message; documenting them again adds nothing.
 #[allow(missing_docs)]
@@ -69,6 +80,10 @@ pub enum DpdkError {
     /// The device cannot do what the configuration asks.
     #[error("port {port} ({name}): {detail}")]
     PortCapability { port: u16, name: String, detail: String },
+    /// The device or its kernel interface refuses a setting the configuration asks for: the
+    /// operator must change `setting` (the run exits 2 naming it), unlike a runtime failure.
+    #[error("port {port} ({name}): {detail}")]
+    PortRefused { port: u16, name: String, setting: PortSetting, detail: String },
     /// A queue handle was requested twice: DPDK queues are single-threaded.
     #[error("port {port} ({name}): {kind} queue {queue} is already in use")]
     QueueTaken { port: u16, name: String, kind: &'static str, queue: u16 },

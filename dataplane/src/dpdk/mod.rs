@@ -24,7 +24,7 @@ mod tsc;
 
 pub use crate::cpu::{prefetch, rdtsc};
 pub use eal::{Eal, LcoreJob, LcoreOutcome};
-pub use error::{DpdkError, RteErrno};
+pub use error::{DpdkError, PortSetting, RteErrno};
 pub use hugealloc::{HUGE_PAGE_BYTES, HUGE_PAGE_THRESHOLD_BYTES, HugePageAlloc};
 pub use kernel_iface::{
     KernelIfaceError, NetTimestamping, gro_enabled as kernel_iface_gro, index as kernel_iface_index,

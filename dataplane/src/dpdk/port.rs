@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::eal::Eal;
-use super::error::{DpdkError, RteErrno};
+use super::error::{DpdkError, PortSetting, RteErrno};
 use super::mbuf::MbufBurst;
 use super::mempool::Mempool;
 
@@ -225,10 +225,13 @@ impl<'pool> Port<'pool> {
             return Err(self.capability("at least one rx and one tx queue are needed".into()));
         }
         if settings.rx_queues > dev.max_rx_queues || settings.tx_queues > dev.max_tx_queues {
-            return Err(self.capability(format!(
-                "{} rx / {} tx queues requested, the device supports at most {} / {}",
-                settings.rx_queues, settings.tx_queues, dev.max_rx_queues, dev.max_tx_queues
-            )));
+            return Err(self.refused(
+                PortSetting::Queues,
+                format!(
+                    "{} rx / {} tx queues requested, the device supports at most {} / {}",
+                    settings.rx_queues, settings.tx_queues, dev.max_rx_queues, dev.max_tx_queues
+                ),
+            ));
         }
         // SAFETY: the driver name is a static C string owned by the PMD (or null).
         self.info.driver = unsafe { c_str_or_empty(dev.driver_name) };
@@ -321,14 +324,17 @@ impl<'pool> Port<'pool> {
                 unsafe { dpdk_sys::rte_eth_rx_queue_setup(id, q, rx_desc, socket, &rxconf, pool.as_ptr()) };
             if ret < 0 && self.xdp {
                 // The driver says only EINVAL; libxdp's own lines above name the kernel's reason.
-                return Err(self.capability(format!(
-                    "rx queue {q}: the kernel refused the XDP socket on interface {} ({}; libxdp's \
+                return Err(self.refused(
+                    PortSetting::Device,
+                    format!(
+                        "rx queue {q}: the kernel refused the XDP socket on interface {} ({}; libxdp's \
                      message above gives the kernel's reason): an MTU above what the interface's XDP \
                      path takes (on a veth, its peer's MTU counts too: about 3 500 bytes at most), \
                      fewer rx queues than start_queue + queue_count, or large receive offload on",
-                    settings.kernel_iface.as_deref().unwrap_or("?"),
-                    RteErrno::from_code(ret)
-                )));
+                        settings.kernel_iface.as_deref().unwrap_or("?"),
+                        RteErrno::from_code(ret)
+                    ),
+                ));
             }
             self.check(ret, "rte_eth_rx_queue_setup")?;
         }
@@ -492,11 +498,14 @@ impl<'pool> Port<'pool> {
             (current, format!("interface {iface}'s MTU (no [[port]] mtu given)"))
         };
         if mtu > max {
-            return Err(self.capability(format!(
-                "MTU {mtu} ({whose}) is above the {max} bytes net_af_xdp takes: DPDK 22.11 receives \
+            return Err(self.refused(
+                PortSetting::Mtu,
+                format!(
+                    "MTU {mtu} ({whose}) is above the {max} bytes net_af_xdp takes: DPDK 22.11 receives \
                  each frame into one page, without XDP multi-buffer; set [[port]] mtu to at most \
                  {max}, or use net_af_packet for jumbo frames"
-            )));
+                ),
+            ));
         }
         Ok(mtu.max(u32::from(dev.min_mtu)))
     }
@@ -507,9 +516,10 @@ impl<'pool> Port<'pool> {
         let current = kernel_iface::mtu(iface).map_err(|e| self.capability(e.to_string()))?;
         if current != mtu {
             kernel_iface::set_mtu(iface, mtu).map_err(|e| {
-                self.capability(format!(
-                    "MTU {mtu} cannot be applied to interface {iface} (it has {current}): {e}"
-                ))
+                self.refused(
+                    PortSetting::Mtu,
+                    format!("MTU {mtu} cannot be applied to interface {iface} (it has {current}): {e}"),
+                )
             })?;
         }
         Ok(())
@@ -518,17 +528,20 @@ impl<'pool> Port<'pool> {
     /// Sets the MTU of a configured port, or says clearly why it cannot be set.
     fn set_mtu(&self, mtu: u32) -> Result<(), DpdkError> {
         let Ok(mtu16) = u16::try_from(mtu) else {
-            return Err(self.capability(format!("MTU {mtu} is above 65535")));
+            return Err(self.refused(PortSetting::Mtu, format!("MTU {mtu} is above 65535")));
         };
         // SAFETY: the port is configured; the driver applies or refuses the MTU.
         let ret = unsafe { dpdk_sys::rte_eth_dev_set_mtu(self.info.id, mtu16) };
         if ret < 0 {
-            return Err(self.capability(format!(
-                "MTU {mtu} cannot be applied ({}); for net_af_packet the ring frames (framesz) \
+            return Err(self.refused(
+                PortSetting::Mtu,
+                format!(
+                    "MTU {mtu} cannot be applied ({}); for net_af_packet the ring frames (framesz) \
                  must hold MTU + 66 bytes and the kernel interface must accept the MTU; \
                  lower [[port]] mtu or raise framesz",
-                RteErrno::from_code(ret)
-            )));
+                    RteErrno::from_code(ret)
+                ),
+            ));
         }
         Ok(())
     }
@@ -556,6 +569,11 @@ impl<'pool> Port<'pool> {
 
     fn capability(&self, detail: String) -> DpdkError {
         DpdkError::PortCapability { port: self.info.id, name: self.info.name.clone(), detail }
+    }
+
+    /// The configuration asks for what this device or its interface refuses (exit code 2).
+    fn refused(&self, setting: PortSetting, detail: String) -> DpdkError {
+        DpdkError::PortRefused { port: self.info.id, name: self.info.name.clone(), setting, detail }
     }
 }
 
