@@ -459,12 +459,6 @@ impl ArchiveWriter {
         })
     }
 
-    /// fsync after every append (off by default: epochs are rare and large; on for crash safety).
-    pub fn sync_every_append(mut self, on: bool) -> Self {
-        self.sync = on;
-        self
-    }
-
     /// The sequence number the next epoch should carry (start the accumulator with it).
     pub fn next_seq(&self) -> u64 {
         self.last.map_or(0, |l| l.seq + 1)

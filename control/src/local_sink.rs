@@ -42,11 +42,6 @@ impl JsonLinesSink {
         Ok(Self { out, label: path.to_owned(), lines: 0, failures: 0 })
     }
 
-    /// A sink over any writer (tests).
-    pub fn from_writer(out: Box<dyn Write + Send>, label: &str) -> Self {
-        Self { out, label: label.to_owned(), lines: 0, failures: 0 }
-    }
-
     /// Lines written.
     pub fn lines(&self) -> u64 {
         self.lines

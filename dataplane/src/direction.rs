@@ -39,12 +39,6 @@ impl Direction {
         self as usize
     }
 
-    /// Index of the port frames of this direction leave on.
-    #[inline(always)]
-    pub fn tx_port_index(self) -> usize {
-        1 - self as usize
-    }
-
     /// Lower-case name for logs and reports (the same as its serialised form).
     pub fn name(self) -> &'static str {
         match self {
@@ -62,7 +56,7 @@ mod tests {
     fn ports_indices_and_names_agree() {
         for (i, d) in Direction::BOTH.into_iter().enumerate() {
             assert_eq!(Direction::of_port(i), d);
-            assert_eq!((d.index(), d.rx_port_index(), d.tx_port_index()), (i, i, 1 - i));
+            assert_eq!((d.index(), d.rx_port_index()), (i, i));
             assert_eq!(serde_json::to_string(&d).unwrap(), format!("\"{}\"", d.name()));
         }
     }

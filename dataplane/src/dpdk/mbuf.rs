@@ -431,14 +431,4 @@ impl MbufView<'_> {
         Some(unsafe { self.mbuf.cast::<u8>().add(field.offset).cast::<u64>().read_unaligned() })
     }
 
-    /// The RSS hash the NIC computed, if it delivered one.
-    #[inline]
-    pub fn rss_hash(&self) -> Option<u32> {
-        let m = self.raw();
-        if m.ol_flags & u64::from(dpdk_sys::RTE_MBUF_F_RX_RSS_HASH) == 0 {
-            return None;
-        }
-        // SAFETY: with RTE_MBUF_F_RX_RSS_HASH set, the hash union holds the RSS value.
-        Some(unsafe { m.__bindgen_anon_2.hash.rss })
-    }
 }

@@ -448,16 +448,6 @@ impl Pipeline {
         self.writer.finish();
     }
 
-    /// The packet layer's counters.
-    pub fn packet_counters(&self) -> &PacketCounters {
-        &self.packets
-    }
-
-    /// The epoch writer's counters.
-    pub fn writer_counters(&self) -> WriterCounters {
-        self.writer.counters()
-    }
-
     /// Everything counted so far, as a plain snapshot.
     pub fn snapshot(&self) -> CounterSnapshot {
         let p = &self.packets;

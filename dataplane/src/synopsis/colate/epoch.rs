@@ -289,11 +289,6 @@ impl EpochAccumulator {
         })
     }
 
-    /// The epoch being filled, if any.
-    pub fn open_epoch(&self) -> Option<&CounterEpoch> {
-        self.open.as_ref()
-    }
-
     /// Adds window `window`'s vector. Returns the epoch it closed, if adding this window would
     /// have pushed the open epoch's tick sum past T or one of its counters past 2^b − 1.
     pub fn push_window(&mut self, window: u64, v: &Colate) -> Result<Option<CounterEpoch>, AccumulateError> {

@@ -139,12 +139,6 @@ impl Difference {
         Some(Self { hash: *sender.hash(), cells })
     }
 
-    /// A subtraction RDA over hand-built cells (tests and experiments); `None` unless
-    /// `cells.len() == k·m` of `hash`.
-    pub fn from_cells(hash: BankHash, cells: Vec<SubBucket>) -> Option<Self> {
-        (cells.len() == hash.banks() * hash.buckets_per_bank()).then_some(Self { hash, cells })
-    }
-
     /// The cells, bank after bank.
     pub fn cells(&self) -> &[SubBucket] {
         &self.cells
