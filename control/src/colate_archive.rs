@@ -386,7 +386,6 @@ pub struct ArchiveWriter {
     file: File,
     header: ArchiveHeader,
     last: Option<EpochMeta>,
-    sync: bool,
     /// Where the next record starts.
     file_len: u64,
     bytes_written: u64,
@@ -413,7 +412,6 @@ impl ArchiveWriter {
             file,
             header,
             last: None,
-            sync: false,
             file_len,
             bytes_written: 0,
             packets_written: 0,
@@ -452,7 +450,6 @@ impl ArchiveWriter {
             file,
             header,
             last: reader.index.last().map(|e| e.meta),
-            sync: false,
             file_len: reader.file_len,
             bytes_written: 0,
             packets_written: 0,
@@ -492,9 +489,6 @@ impl ArchiveWriter {
         // One write of the whole record: a crash leaves at most a truncated tail, which the
         // reader reports as such.
         self.file.write_all(&rec).map_err(io_err(&self.path))?;
-        if self.sync {
-            self.file.sync_data().map_err(io_err(&self.path))?;
-        }
         self.last = Some(meta);
         self.file_len += rec.len() as u64;
         self.bytes_written += rec.len() as u64;
