@@ -407,15 +407,7 @@ impl ArchiveWriter {
         file.write_all(&bytes).map_err(io_err(&path))?;
         file.sync_data().map_err(io_err(&path))?;
         let file_len = bytes.len() as u64;
-        Ok(Self {
-            path,
-            file,
-            header,
-            last: None,
-            file_len,
-            bytes_written: 0,
-            packets_written: 0,
-        })
+        Ok(Self { path, file, header, last: None, file_len, bytes_written: 0, packets_written: 0 })
     }
 
     /// Opens an archive to append to, creating it if missing. An existing file must carry

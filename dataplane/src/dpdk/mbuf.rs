@@ -430,5 +430,4 @@ impl MbufView<'_> {
         // unaligned for u64 in principle, hence read_unaligned.
         Some(unsafe { self.mbuf.cast::<u8>().add(field.offset).cast::<u64>().read_unaligned() })
     }
-
 }

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::epoch::{EpochWriter, WriterCounters};
+use crate::epoch::EpochWriter;
 use crate::packet::{self, FlowKey, Inspection, Measurement, PacketConfig, PacketCounters};
 use crate::synopsis::Synopsis;
 use crate::synopsis::fridge::FridgeCarry;
