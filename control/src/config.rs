@@ -16,7 +16,6 @@
 //! device = "0000:3b:00.1"
 //! ```
 
-use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -25,13 +24,20 @@ use toml::Spanned;
 use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::pipeline::{DirectionSplit, OverrunPolicy, SplitError, SynopsisSet};
 
-use crate::af_packet::{self, AfPacketError, AfPacketRing};
-use crate::af_xdp::{self, AfXdpError, AfXdpPort};
+use crate::af_xdp;
 use crate::core_plan::CorePlan;
 use crate::publish::PointIds;
 use crate::ship::ShipConfig;
 use crate::sink::LOCAL_SEGMENT;
 use crate::synopses::SynopsesConfig;
+
+mod error;
+mod port;
+pub use error::{ConfigError, Location};
+use error::{invalid, key_span, table_start};
+#[cfg(test)]
+use port::is_pci_address;
+pub use port::{DeviceKind, PortConfig};
 
 /// Largest rx/tx burst a worker handles (the size of its fixed mbuf array).
 pub const MAX_BURST_SIZE: u16 = 64;
@@ -42,35 +48,6 @@ pub const MAX_MEMPOOL_CACHE: u32 = 512;
 /// EAL options wirelat derives itself; giving them in `[eal] args` would contradict it.
 const RESERVED_EAL_OPTIONS: &[&str] = &["-l", "-c", "--lcores", "--main-lcore", "--master-lcore"];
 
-/// A configuration that failed to load.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read config file {}: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The file is not valid TOML, does not fit the schema, or has a bad value.
-    #[error("{}:{location}{}: {message}", path.display(), key_suffix(key))]
-    Invalid {
-        /// The file.
-        path: PathBuf,
-        /// Where in the file, when known.
-        location: Location,
-        /// Dotted key path of the offending entry, e.g. `port[1].mtu`, when known.
-        key: Option<String>,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-fn key_suffix(key: &Option<String>) -> String {
-    key.as_ref().map(|k| format!(": key `{k}`")).unwrap_or_default()
-}
-
 /// The `[[port]]` setting a device refused ([`Config::port_refusal`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PortKey {
@@ -80,21 +57,6 @@ pub enum PortKey {
     Device,
     /// The queues, one per worker (`[workers] cores` or `count`).
     Queues,
-}
-
-/// A 1-based line and column in the config file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Location {
-    /// Line, from 1 (0 when unknown).
-    pub line: usize,
-    /// Column in characters, from 1 (0 when unknown).
-    pub column: usize,
-}
-
-impl fmt::Display for Location {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line == 0 { Ok(()) } else { write!(f, "{}:{}", self.line, self.column) }
-    }
 }
 
 /// The whole `wirelat run` configuration.
@@ -441,150 +403,6 @@ pub struct StopConfig {
     pub idle_ms: u64,
     /// Stop after this long in total.
     pub after_ms: u64,
-}
-
-/// One `[[port]]` table.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PortConfig {
-    /// Any DPDK device string: a PCI address (`0000:3b:00.0`, optionally with `,key=value`
-    /// device arguments) or a virtual device (`net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`).
-    pub device: Spanned<String>,
-    /// Receive frames for every MAC address (a bump in the wire must).
-    #[serde(default = "yes")]
-    pub promiscuous: bool,
-    /// Use the NIC's rx timestamp offload when the device advertises it.
-    #[serde(default = "yes")]
-    pub rx_timestamp: bool,
-    /// MTU to apply; clamped to the device's advertised maximum, and refused (the run does not
-    /// start) when the device cannot be set to it. For `net_af_packet` it is set on the kernel
-    /// interface and sizes the ring frames ([`crate::af_packet`]). Jumbo by default so that
-    /// nothing the wire carries is dropped by the appliance.
-    #[serde(default = "default_mtu")]
-    pub mtu: Spanned<u16>,
-    /// Rx descriptors per queue.
-    #[serde(default = "default_descriptors")]
-    pub rx_descriptors: Spanned<u16>,
-    /// Tx descriptors per queue.
-    #[serde(default = "default_descriptors")]
-    pub tx_descriptors: Spanned<u16>,
-}
-
-fn yes() -> bool {
-    true
-}
-
-fn default_mtu() -> Spanned<u16> {
-    Spanned::new(0..0, 9000)
-}
-
-fn default_descriptors() -> Spanned<u16> {
-    Spanned::new(0..0, 1024)
-}
-
-/// How a device string is handed to the EAL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeviceKind {
-    /// A PCI device: `-a <device string>`.
-    Pci,
-    /// A virtual device: `--vdev=<device string>`.
-    Virtual,
-}
-
-impl PortConfig {
-    /// How the EAL must be told about this device.
-    pub fn device_kind(&self) -> DeviceKind {
-        if is_pci_address(self.device_head()) { DeviceKind::Pci } else { DeviceKind::Virtual }
-    }
-
-    /// The ethdev name DPDK gives the device: the part before the first comma, with the PCI
-    /// domain added when omitted.
-    pub fn device_name(&self) -> String {
-        let head = self.device_head();
-        match self.device_kind() {
-            DeviceKind::Pci if head.matches(':').count() == 1 => {
-                format!("0000:{}", head.to_ascii_lowercase())
-            }
-            DeviceKind::Pci => head.to_ascii_lowercase(),
-            DeviceKind::Virtual => head.to_owned(),
-        }
-    }
-
-    /// The live interface whose kernel receive times the port delivers: DPDK's pcap device
-    /// opened on an interface (`iface=`, `rx_iface=` or `rx_iface_in=`); `None` for any other
-    /// device (a pcap file, af_packet, a NIC).
-    pub fn kernel_timestamp_iface(&self) -> Option<&str> {
-        let mut parts = self.device.get_ref().split(',');
-        if !parts.next().unwrap_or("").trim().starts_with("net_pcap") {
-            return None;
-        }
-        parts.find_map(|kv| {
-            let (k, v) = kv.split_once('=')?;
-            matches!(k.trim(), "iface" | "rx_iface" | "rx_iface_in").then(|| v.trim())
-        })
-    }
-
-    fn device_head(&self) -> &str {
-        self.device.get_ref().split(',').next().unwrap_or("").trim()
-    }
-
-    /// For a `net_af_packet` port: its kernel ring, with the device arguments derived from the
-    /// MTU, the rx ring size and `queues` (see [`crate::af_packet`]). `None` for other devices.
-    pub fn af_packet_ring(&self, queues: u16) -> Option<Result<AfPacketRing, AfPacketError>> {
-        af_packet::is_af_packet(self.device.get_ref()).then(|| {
-            af_packet::ring(
-                self.device.get_ref(),
-                *self.mtu.get_ref(),
-                *self.rx_descriptors.get_ref(),
-                queues,
-            )
-        })
-    }
-
-    /// For a `net_af_xdp` port: its XDP sockets, with the device arguments derived from
-    /// `queues` (see [`crate::af_xdp`]). `None` for other devices.
-    pub fn af_xdp_port(&self, queues: u16) -> Option<Result<AfXdpPort, AfXdpError>> {
-        af_xdp::is_af_xdp(self.device.get_ref()).then(|| af_xdp::sockets(self.device.get_ref(), queues))
-    }
-
-    /// The MTU was written in the configuration (not the default).
-    pub fn mtu_is_explicit(&self) -> bool {
-        self.mtu.span() != (0..0)
-    }
-
-    /// The Linux interface under a kernel-backed port (`net_af_packet` or `net_af_xdp`).
-    pub fn kernel_iface(&self, queues: u16) -> Option<String> {
-        match (self.af_packet_ring(queues), self.af_xdp_port(queues)) {
-            (Some(Ok(ring)), _) => Some(ring.iface),
-            (_, Some(Ok(port))) => Some(port.iface),
-            _ => None,
-        }
-    }
-
-    /// The device string handed to the EAL: as written, or completed for kernel ports.
-    pub fn eal_device(&self, queues: u16) -> String {
-        match (self.af_packet_ring(queues), self.af_xdp_port(queues)) {
-            (Some(Ok(ring)), _) => ring.device,
-            (_, Some(Ok(port))) => port.device,
-            _ => self.device.get_ref().trim().to_owned(),
-        }
-    }
-}
-
-/// `DDDD:BB:DD.F` or `BB:DD.F`, hexadecimal.
-fn is_pci_address(s: &str) -> bool {
-    let parts: Vec<&str> = s.split(':').collect();
-    let (bus, dev_fn) = match parts.as_slice() {
-        [domain, bus, dev_fn] if domain.len() == 4 && is_hex(domain) => (bus, dev_fn),
-        [bus, dev_fn] => (bus, dev_fn),
-        _ => return false,
-    };
-    let Some((dev, func)) = dev_fn.split_once('.') else { return false };
-    bus.len() == 2 && is_hex(bus) && dev.len() == 2 && is_hex(dev) && func.len() == 1 && is_hex(func)
-}
-
-fn is_hex(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit())
 }
 
 /// What the configuration is loaded for.
@@ -1056,112 +874,6 @@ fn usable_list(usable: &[u16]) -> String {
         i += 1;
     }
     parts.join(", ")
-}
-
-/// The byte offset of the line holding exactly the table header `header` (e.g. `[ship]`).
-fn table_start(text: &str, header: &str) -> Option<usize> {
-    let mut offset = 0;
-    for line in text.split_inclusive('\n') {
-        let trimmed = line.trim_start();
-        if trimmed.starts_with(header) {
-            return Some(offset + (line.len() - trimmed.len()));
-        }
-        offset += line.len();
-    }
-    None
-}
-
-/// The span of the line `key = ...` in the table whose header starts at `table` (so an error
-/// points at the key itself); `table` when the key is not written (a default was used).
-fn key_span(text: &str, table: Range<usize>, key: &str) -> Range<usize> {
-    let Some(body) = text.get(table.start..) else { return table };
-    let mut offset = table.start;
-    for (i, line) in body.split_inclusive('\n').enumerate() {
-        let trimmed = line.trim_start();
-        if i > 0 && trimmed.starts_with('[') {
-            break;
-        }
-        if let Some(rest) = trimmed.strip_prefix(key)
-            && rest.trim_start().starts_with('=')
-        {
-            let start = offset + (line.len() - trimmed.len());
-            return start..start + key.len();
-        }
-        offset += line.len();
-    }
-    table
-}
-
-/// Builds an [`ConfigError::Invalid`] for a byte span of `text`.
-fn invalid(path: &Path, text: &str, span: Option<Range<usize>>, message: String) -> ConfigError {
-    let (location, key) = match span {
-        Some(span) if span.end > 0 || span.start > 0 => (locate(text, span.start), key_at(text, span.start)),
-        _ => (Location::default(), None),
-    };
-    ConfigError::Invalid { path: path.to_owned(), location, key, message }
-}
-
-/// Line and column (both from 1) of byte `offset`.
-fn locate(text: &str, offset: usize) -> Location {
-    let offset = offset.min(text.len());
-    let before = text.get(..offset).unwrap_or(text);
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let column = text.get(line_start..offset).map_or(1, |s| s.chars().count() + 1);
-    Location { line, column }
-}
-
-/// The dotted key path (e.g. `port[1].mtu`) of the entry at byte `offset`: the table header
-/// and the last `key =` line at or before it. Best effort over the raw text, used only to
-/// name things in error messages.
-fn key_at(text: &str, offset: usize) -> Option<String> {
-    let mut table: Option<String> = None;
-    let mut array_counts: Vec<(String, usize)> = Vec::new();
-    let mut key: Option<String> = None;
-    let mut line_start = 0;
-    for line in text.split_inclusive('\n') {
-        if line_start > offset {
-            break;
-        }
-        let trimmed = line.trim();
-        if let Some(name) = trimmed.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
-            let name = name.trim().to_owned();
-            let index = match array_counts.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, count)) => {
-                    *count += 1;
-                    *count - 1
-                }
-                None => {
-                    array_counts.push((name.clone(), 1));
-                    0
-                }
-            };
-            table = Some(format!("{name}[{index}]"));
-            key = None;
-        } else if let Some(name) = trimmed.strip_prefix('[').and_then(|r| r.split(']').next()) {
-            table = Some(name.trim().to_owned());
-            key = None;
-        } else if let Some((lhs, _)) = trimmed.split_once('=') {
-            let lhs = lhs.trim();
-            if !lhs.is_empty() && lhs.chars().all(|c| c.is_ascii_alphanumeric() || "_-.\"'".contains(c)) {
-                key = Some(lhs.trim_matches(|c| c == '"' || c == '\'').to_owned());
-            }
-        } else if offset >= line_start && offset < line_start + line.len() && !trimmed.is_empty() {
-            // An unknown bare key without `=` or a syntax error: name what is on the line.
-            let word: String =
-                trimmed.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-').collect();
-            if !word.is_empty() {
-                key = Some(word);
-            }
-        }
-        line_start += line.len();
-    }
-    match (table, key) {
-        (Some(t), Some(k)) => Some(format!("{t}.{k}")),
-        (None, Some(k)) => Some(k),
-        (Some(t), None) => Some(t),
-        (None, None) => None,
-    }
 }
 
 #[cfg(test)]
