@@ -35,9 +35,7 @@ mod error;
 mod port;
 pub use error::{ConfigError, Location};
 use error::{invalid, key_span, table_start};
-#[cfg(test)]
-use port::is_pci_address;
-pub use port::{DeviceKind, PortConfig};
+pub use port::{DeviceKind, PortConfig, ethdev_name, is_pci_address};
 
 /// Largest rx/tx burst a worker handles (the size of its fixed mbuf array).
 pub const MAX_BURST_SIZE: u16 = 64;

@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
+use wirelat_control::config::{ethdev_name, is_pci_address};
 
 /// Largest burst the replay loop hands to a device at once.
 pub const MAX_BURST_SIZE: u16 = 64;
@@ -158,14 +159,7 @@ impl StreamConfig {
     /// The ethdev name: the device string up to its first comma (PCI addresses get their
     /// domain).
     pub fn device_name(&self) -> String {
-        let head = self.device_head();
-        if is_pci_address(head) && head.matches(':').count() == 1 {
-            format!("0000:{}", head.to_ascii_lowercase())
-        } else if is_pci_address(head) {
-            head.to_ascii_lowercase()
-        } else {
-            head.to_owned()
-        }
+        ethdev_name(&self.device)
     }
 
     fn device_head(&self) -> &str {
@@ -496,22 +490,6 @@ fn check_stream(i: usize, tx_descriptors: u16, streams: &[StreamConfig]) -> Resu
         return Err(format!("stream {i}: tx_descriptors must be positive"));
     }
     Ok(())
-}
-
-/// `DDDD:BB:DD.F` or `BB:DD.F`, hexadecimal.
-fn is_pci_address(s: &str) -> bool {
-    let parts: Vec<&str> = s.split(':').collect();
-    let (bus, dev_fn) = match parts.as_slice() {
-        [domain, bus, dev_fn] if domain.len() == 4 && is_hex(domain) => (bus, dev_fn),
-        [bus, dev_fn] => (bus, dev_fn),
-        _ => return false,
-    };
-    let Some((dev, func)) = dev_fn.split_once('.') else { return false };
-    bus.len() == 2 && is_hex(bus) && dev.len() == 2 && is_hex(dev) && func.len() == 1 && is_hex(func)
-}
-
-fn is_hex(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit())
 }
 
 /// Line and column (from 1) of byte `offset` of `text`.

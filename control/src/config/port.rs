@@ -64,14 +64,7 @@ impl PortConfig {
     /// The ethdev name DPDK gives the device: the part before the first comma, with the PCI
     /// domain added when omitted.
     pub fn device_name(&self) -> String {
-        let head = self.device_head();
-        match self.device_kind() {
-            DeviceKind::Pci if head.matches(':').count() == 1 => {
-                format!("0000:{}", head.to_ascii_lowercase())
-            }
-            DeviceKind::Pci => head.to_ascii_lowercase(),
-            DeviceKind::Virtual => head.to_owned(),
-        }
+        ethdev_name(self.device.get_ref())
     }
 
     /// The live interface whose kernel receive times the port delivers: DPDK's pcap device
@@ -135,8 +128,19 @@ impl PortConfig {
     }
 }
 
+/// The ethdev name DPDK gives a device string: the part before the first comma, with the PCI
+/// domain added when omitted (also `wirelat replay`'s streams).
+pub fn ethdev_name(device: &str) -> String {
+    let head = device.split(',').next().unwrap_or("").trim();
+    match is_pci_address(head) {
+        true if head.matches(':').count() == 1 => format!("0000:{}", head.to_ascii_lowercase()),
+        true => head.to_ascii_lowercase(),
+        false => head.to_owned(),
+    }
+}
+
 /// `DDDD:BB:DD.F` or `BB:DD.F`, hexadecimal.
-pub(super) fn is_pci_address(s: &str) -> bool {
+pub fn is_pci_address(s: &str) -> bool {
     let parts: Vec<&str> = s.split(':').collect();
     let (bus, dev_fn) = match parts.as_slice() {
         [domain, bus, dev_fn] if domain.len() == 4 && is_hex(domain) => (bus, dev_fn),
