@@ -64,9 +64,8 @@ impl Golden {
                 .collect()
         };
         let (want, got) = (rows(&expected), rows(&actual));
-        let mut differ: Vec<&String> =
+        let differ: std::collections::BTreeSet<&String> =
             want.keys().chain(got.keys()).filter(|k| want.get(*k) != got.get(*k)).collect();
-        differ.dedup();
         let dump = Path::new(env!("CARGO_TARGET_TMPDIR")).join("golden").join(name);
         let _ = std::fs::create_dir_all(&dump);
         for (kind, lines) in &self.kinds {
