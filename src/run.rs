@@ -447,13 +447,9 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         let abort = &abort;
         let measurement = match (&clocks, writers.get_mut(usize::from(q)).and_then(Option::take)) {
             (Some(c), Some(writer)) => {
-                let pipeline = Pipeline::new(
-                    config.packet_config(),
-                    writer,
-                    set.new_fridge_carry(),
-                    config.epochs.overrun,
-                )
-                .with_split(split.clone());
+                let pipeline =
+                    Pipeline::new(config.packet_config(), writer, set.new_carry(), config.epochs.overrun)
+                        .with_split(split.clone());
                 Some((pipeline, c))
             }
             _ => None,

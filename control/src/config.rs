@@ -539,6 +539,7 @@ impl Config {
             invalid(path, text, span, e.message().trim_end().to_owned())
         })?;
         config.validate(text, path, purpose)?;
+        crate::synopses::log_derived(text);
         Ok(config)
     }
 
@@ -573,8 +574,7 @@ impl Config {
 
     /// The enabled synopses as the data plane's set.
     pub fn synopsis_set(&self) -> SynopsisSet {
-        let s = self.synopses_config();
-        SynopsisSet { fridge: s.fridge, lda: s.lda, lds: s.lds, rda: s.rda, colate: s.colate }
+        self.synopses_config()
     }
 
     /// Point and segment ids.

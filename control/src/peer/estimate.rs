@@ -22,47 +22,18 @@ use wirelat_dataplane::synopsis::estimate::{Estimate, Measured, NoEstimate};
 use wirelat_dataplane::synopsis::fridge::{self, FridgeSynopsis};
 use wirelat_dataplane::synopsis::lda::{self, Lda};
 use wirelat_dataplane::synopsis::lds::{self, FlowEntry, Lds};
-use wirelat_dataplane::synopsis::rda::{Rda, RdaReport};
+use wirelat_dataplane::synopsis::rda::RdaReport;
 use wirelat_dataplane::synopsis::{Synopsis, SynopsisKind};
 use wirelat_records::Point;
 use wirelat_records::{FlowEncap, FlowId, FlowRecord, FridgeRecord, QuantilePoint, Record, SegmentRecord};
 
-/// A decoded epoch synopsis.
-#[derive(Clone, Debug)]
-pub enum Decoded {
-    /// Fridge.
-    Fridge(Box<FridgeSynopsis>),
-    /// LDA.
-    Lda(Box<Lda>),
-    /// LDS.
-    Lds(Box<Lds>),
-    /// RDA.
-    Rda(Box<Rda>),
-    /// COLATE window.
-    Colate(Box<Colate>),
-}
+/// A decoded epoch synopsis (one variant per synopsis of the registry).
+pub use wirelat_dataplane::synopsis::AnySynopsis as Decoded;
 
 /// Decodes `bytes` as a `kind` synopsis of the collector's configuration (the fingerprint in
 /// the encoding is checked against it).
 pub fn decode(cfg: &SynopsesConfig, kind: SynopsisKind, bytes: &[u8]) -> Result<Decoded, String> {
-    let off = || format!("{kind} is not enabled in this collector's [synopses]");
-    let r = match kind {
-        SynopsisKind::Fridge => FridgeSynopsis::decode(cfg.fridge.as_ref().ok_or_else(off)?, bytes)
-            .map(|s| Decoded::Fridge(Box::new(s))),
-        SynopsisKind::Lda => {
-            Lda::decode(cfg.lda.as_ref().ok_or_else(off)?, bytes).map(|s| Decoded::Lda(Box::new(s)))
-        }
-        SynopsisKind::Lds => {
-            Lds::decode(cfg.lds.as_ref().ok_or_else(off)?, bytes).map(|s| Decoded::Lds(Box::new(s)))
-        }
-        SynopsisKind::Rda => {
-            Rda::decode(cfg.rda.as_ref().ok_or_else(off)?, bytes).map(|s| Decoded::Rda(Box::new(s)))
-        }
-        SynopsisKind::Colate => {
-            Colate::decode(cfg.colate.as_ref().ok_or_else(off)?, bytes).map(|s| Decoded::Colate(Box::new(s)))
-        }
-    };
-    r.map_err(|e| e.to_string())
+    Decoded::decode(cfg, kind, bytes).map_err(|e| e.to_string())
 }
 
 /// The latest numbers of a segment estimate, for the metrics.

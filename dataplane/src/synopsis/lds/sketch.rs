@@ -225,6 +225,38 @@ impl Synopsis for Lds {
         self.flows.record(obs.flow, obs.flow_hash, obs.encap);
     }
 
+    /// The packet's cells ([`Lds::locate_into`]); `None` when not located or when the sketch
+    /// has more than [`MAX_LOCATED_ROWS`] rows.
+    type Location = Option<LocatedCells>;
+
+    /// Locates the cells and hints each, and the flow log's slot.
+    #[inline(always)]
+    fn locate(
+        &self,
+        _carry: &(),
+        obs: &Observation<'_>,
+        at: &mut Option<LocatedCells>,
+        hint: &mut impl FnMut(*const u8),
+    ) {
+        let cells = at.insert(LocatedCells::EMPTY);
+        if !self.locate_into(obs.flow_hash, obs.identity, cells) {
+            *at = None;
+            return;
+        }
+        for &i in cells.indices() {
+            hint(self.cell_ptr(i));
+        }
+        hint(self.flow_log_ptr(obs.flow_hash));
+    }
+
+    #[inline(always)]
+    fn apply(&mut self, carry: &mut (), at: &Option<LocatedCells>, obs: &Observation<'_>) {
+        match at {
+            Some(at) => self.update_located(at, obs),
+            None => self.update(carry, obs),
+        }
+    }
+
     fn merge(&mut self, other: &Self) -> Result<(), MergeError> {
         self.check_same_config(other)?;
         for (a, b) in self.cells.iter_mut().zip(&other.cells) {
