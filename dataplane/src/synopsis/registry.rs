@@ -85,6 +85,12 @@ macro_rules! define_set {
                 Ok(())
             }
 
+            /// Turns off every synopsis for which `keep` is false.
+            pub fn retain(&mut self, keep: impl Fn(SynopsisKind) -> bool) {
+                $(if !keep(SynopsisKind::$ov) { self.$o = None; })*
+                $(if !keep(SynopsisKind::$tv) { self.$t = None; })*
+            }
+
             /// The enabled synopses and their configurations' fingerprints, in kind order.
             pub fn config_fingerprints(&self) -> Vec<(SynopsisKind, u64)> {
                 let mut v = Vec::new();
@@ -118,6 +124,28 @@ macro_rules! define_set {
                 }
             }
 
+            /// A zeroed `kind` synopsis of `set`'s configuration. Allocates.
+            pub fn new(set: &SynopsisSet, kind: SynopsisKind) -> Result<Self, AnyNewError> {
+                match kind {
+                    $(SynopsisKind::$ov => {
+                        let cfg = set.$o.as_ref().ok_or(AnyNewError::NotEnabled(kind))?;
+                        Ok(Self::$ov(Box::new(<$ot as Synopsis>::new(cfg)?)))
+                    })*
+                    $(SynopsisKind::$tv => {
+                        let cfg = set.$t.as_ref().ok_or(AnyNewError::NotEnabled(kind))?;
+                        Ok(Self::$tv(Box::new(<$tt as Synopsis>::new(cfg)?)))
+                    })*
+                }
+            }
+
+            /// [`Synopsis::encode`] of the synopsis inside.
+            pub fn encode(&self) -> Vec<u8> {
+                match self {
+                    $(Self::$ov(s) => s.encode(),)*
+                    $(Self::$tv(s) => s.encode(),)*
+                }
+            }
+
             /// Its kind.
             pub fn kind(&self) -> SynopsisKind {
                 match self {
@@ -140,6 +168,17 @@ pub enum AnyDecodeError {
     /// The synopsis's decoder refused the bytes.
     #[error(transparent)]
     Decode(#[from] DecodeError),
+}
+
+/// [`AnySynopsis::new`] could not build the synopsis.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum AnyNewError {
+    /// The kind is not enabled in the configuration.
+    #[error("{0} is not enabled in this configuration's [synopses]")]
+    NotEnabled(SynopsisKind),
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
 }
 
 /// Reads an optional `[synopses.<name>]` table in its written form and resolves it.
@@ -196,4 +235,64 @@ pub fn peer_fingerprint(kind: SynopsisKind, config_fingerprint: u64, packet: &Pa
     bytes[..8].copy_from_slice(&config_fingerprint.to_le_bytes());
     bytes[8..].copy_from_slice(&packet.identity_fingerprint().to_le_bytes());
     xxhash_rust::xxh3::xxh3_64(&bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::EpochSynopses;
+    use crate::synopsis::codec;
+
+    /// Every synopsis on, small.
+    fn every() -> SynopsisSet {
+        SynopsisSet {
+            fridge: Some(crate::synopsis::fridge::FridgeConfig::default()),
+            lda: Some(crate::synopsis::lda::LdaConfig::single_bank(64, 1.0, 7)),
+            lds: Some(crate::synopsis::lds::LdsConfig::new(2, 256)),
+            rda: Some(crate::synopsis::rda::RdaConfig::online(2, 256, 1 << 14)),
+            colate: Some(crate::synopsis::colate::ColateConfig::new(1009, 8, 40, u64::MAX / 4)),
+        }
+    }
+
+    /// Each line of the list is consistent wherever it is used: the set's field, the kind, the
+    /// encoding's kind byte, the decoder, the epoch buffer and the config table's name.
+    #[test]
+    fn every_registered_synopsis_round_trips_through_everything_generated_from_the_list() {
+        assert_eq!(SynopsisKind::ALL.len(), SynopsisKind::COUNT);
+        let all = every();
+        assert_eq!(all.kinds(), SynopsisKind::ALL.to_vec(), "the test's set must enable every kind");
+        for kind in SynopsisKind::ALL {
+            let mut one = all.clone();
+            one.retain(|k| k == kind);
+            assert_eq!(one.kinds(), vec![kind]);
+            assert!(one.enables(kind) && !one.is_empty());
+            assert_eq!(one.config_fingerprints().len(), 1);
+            let s = AnySynopsis::new(&one, kind).unwrap();
+            assert_eq!(s.kind(), kind);
+            let bytes = s.encode();
+            let (byte, _, fingerprint) = codec::peek_header(&bytes).unwrap();
+            assert_eq!(byte, kind as u8);
+            assert_eq!(SynopsisKind::from_u8(byte), Some(kind));
+            assert_eq!(fingerprint, one.config_fingerprints()[0].1);
+            assert_eq!(AnySynopsis::decode(&one, kind, &bytes).unwrap().kind(), kind);
+            for other in SynopsisKind::ALL.into_iter().filter(|k| *k != kind) {
+                assert_eq!(
+                    AnySynopsis::decode(&one, other, &bytes).unwrap_err(),
+                    AnyDecodeError::NotEnabled(other)
+                );
+                assert!(AnySynopsis::decode(&all, other, &bytes).is_err(), "{kind}'s bytes read as {other}");
+            }
+            // The epoch buffer holds it where its scope says (per direction or once per point).
+            let buf = EpochSynopses::new(&one).unwrap();
+            let json = format!("{buf:?}");
+            let field = format!("{}: Some(", kind.name());
+            assert_eq!(json.matches(&field).count(), if kind.is_two_point() { 2 } else { 1 }, "{json}");
+            // The config table is named after the kind.
+            let table = serde_json::to_value(&one).unwrap();
+            let on: Vec<&String> =
+                table.as_object().unwrap().iter().filter(|(_, v)| !v.is_null()).map(|(k, _)| k).collect();
+            assert_eq!(on, vec![kind.name()]);
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.name());
+        }
+    }
 }
