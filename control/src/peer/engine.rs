@@ -24,11 +24,11 @@ use super::memory;
 use super::net::Points;
 use super::rda::{self, RdaJob, RdaResult};
 use crate::colate_archive::{ArchiveHeader, ArchiveReader, ArchiveWriter};
+use crate::report::line::{EpochSummary, GroupFailure, Line, ScopeId, SegmentResult};
 use crate::report::metrics::{self, Metrics};
 use crate::report::records::{GroupKey, RecordSink, Scope};
 use crate::wire::{GiveUp, MessageKey};
 use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
-use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -621,7 +621,7 @@ impl Engine {
             self.finish(
                 g,
                 emit,
-                Outcome { lines, latest: None, estimate: "malformed".into(), ..Outcome::default() },
+                Outcome { lines, latest: None, estimate: "malformed", ..Outcome::default() },
                 &keys,
             );
             return;
@@ -679,7 +679,7 @@ impl Engine {
                 return;
             }
             self.metrics.inc(metrics::RECORDS, &[], out.lines.len() as u64);
-            self.metrics.inc(metrics::ESTIMATES, &[("synopsis", k(g.kind)), ("outcome", &out.estimate)], 1);
+            self.metrics.inc(metrics::ESTIMATES, &[("synopsis", k(g.kind)), ("outcome", out.estimate)], 1);
             self.metrics.delay().observe_records(&out.lines);
             self.latest(&g, &out);
         }
@@ -806,7 +806,7 @@ impl Engine {
                 return self.finish(
                     g,
                     emit,
-                    Outcome { lines, latest: None, estimate: "other".into(), ..Outcome::default() },
+                    Outcome { lines, latest: None, estimate: "other", ..Outcome::default() },
                     &keys,
                 );
             }
@@ -865,7 +865,7 @@ impl Engine {
                             return Outcome {
                                 lines: vec![error_line(g, None, &e.to_string())],
                                 latest: None,
-                                estimate: "other".into(),
+                                estimate: "other",
                                 ..Outcome::default()
                             };
                         }
@@ -968,7 +968,7 @@ impl Engine {
             (Err(e), _) | (_, Err(e)) if emit => Outcome {
                 lines: vec![error_line(g, Some(seg), e)],
                 latest: None,
-                estimate: "other".into(),
+                estimate: "other",
                 ..Outcome::default()
             },
             _ => Outcome::default(),
@@ -1080,20 +1080,18 @@ fn release_freed_memory() {
 }
 
 /// A line for a group that could not be estimated at all.
-fn error_line(g: &GroupKey, seg: Option<&SegmentInfo>, error: &str) -> Value {
-    let (scope, id) = match g.scope {
-        Scope::Segment(s) => ("segment", s),
-        Scope::Point(p) => ("point_id", p),
-    };
-    json!({
-        "record": "epoch_summary",
-        "synopsis": g.kind,
-        scope: id,
-        "direction": seg.map(|s| s.direction),
-        "epoch_first": g.first,
-        "epoch_last": g.last,
-        "error": error,
-    })
+fn error_line(g: &GroupKey, seg: Option<&SegmentInfo>, error: &str) -> Line {
+    Line::EpochSummary(EpochSummary::Failed(GroupFailure {
+        synopsis: g.kind,
+        scope: match g.scope {
+            Scope::Segment(s) => ScopeId::Segment(s),
+            Scope::Point(p) => ScopeId::PointId(p),
+        },
+        direction: seg.map(|s| s.direction),
+        epoch_first: g.first,
+        epoch_last: g.last,
+        error: error.to_owned(),
+    }))
 }
 
 /// The RDA worker: runs reconciliations one after the other, posting results to the engine.
@@ -1114,12 +1112,12 @@ pub(crate) fn rda_worker(jobs: Receiver<(GroupKey, RdaJob)>, svc: Arc<Points>, e
 fn mark_missing_caches(out: &mut Outcome, points: &[u32]) {
     let missing: Vec<String> = points.iter().map(|p| format!("timestamp_cache:point {p}")).collect();
     for line in &mut out.lines {
-        if let Some(obj) = line.as_object_mut() {
-            obj.insert("complete".into(), Value::Bool(false));
-            obj.insert("missing".into(), json!(missing));
-            if let Some(loss) = obj.get_mut("loss").and_then(|l| l.as_object_mut()) {
-                loss.insert("lost".into(), Value::Null);
-                loss.insert("rate".into(), Value::Null);
+        if let Line::Segment(s) = line {
+            s.sides.complete = false;
+            s.missing = Some(missing.clone());
+            if let SegmentResult::Rda { loss, .. } = &mut s.result {
+                loss.lost = None;
+                loss.rate = None;
             }
         }
     }
@@ -1144,12 +1142,14 @@ mod tests {
         };
         let report = RdaReport::unavailable(NoEstimate::NoPackets);
         let sides = Sides { complete: true, absent: &[] };
-        let mut out = estimate::rda_group(&seg, 7, &report, sides, Value::Null, None);
-        assert_eq!(out.lines[0]["complete"], true);
+        let mut out = estimate::rda_group(&seg, 7, &report, sides, None, None);
+        let line = out.lines[0].to_json();
+        assert_eq!(line["complete"], true, "{line}");
+        assert!(line.get("missing").is_none(), "{line}");
         mark_missing_caches(&mut out, &[1]);
-        let line = &out.lines[0];
+        let line = out.lines[0].to_json();
         assert_eq!(line["complete"], false, "{line}");
-        assert_eq!(line["missing"], json!(["timestamp_cache:point 1"]), "{line}");
+        assert_eq!(line["missing"], serde_json::json!(["timestamp_cache:point 1"]), "{line}");
         assert!(line["loss"]["lost"].is_null() && line["loss"]["rate"].is_null(), "{line}");
         assert!(out.latest.as_ref().is_none_or(|l| l.loss_rate.is_none()));
     }
