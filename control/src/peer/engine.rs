@@ -27,6 +27,7 @@ use super::config::{PeerConfig, SegmentInfo};
 use super::estimate::{Decoded, FlowCensus, Outcome, Sides};
 use super::net::Points;
 use super::rda::{RdaJob, RdaResult};
+use crate::report::line::Side;
 use crate::report::metrics::{self, Metrics};
 use crate::report::records::{GroupKey, RecordSink, Scope};
 use crate::wire::{GiveUp, MessageKey};
@@ -80,7 +81,7 @@ struct InFlight {
     keys: Vec<MessageKey>,
     seg: SegmentInfo,
     complete: bool,
-    absent: Vec<&'static str>,
+    absent: Vec<Side>,
     emit: bool,
 }
 
@@ -260,17 +261,17 @@ impl Engine {
         // not emitted when its first synopsis arrived, or it would not be waiting.
         let emit = !self.sink.committed(&g);
         let expected = self.expected(&g);
-        let absent: Vec<&'static str> = expected
+        let absent: Vec<Side> = expected
             .iter()
             .enumerate()
             .filter(|(_, p)| !group.parts.keys().any(|(q, _)| q == *p))
-            .map(|(i, _)| if i == 0 { "upstream" } else { "downstream" })
+            .map(|(i, _)| if i == 0 { Side::Upstream } else { Side::Downstream })
             .collect();
         let complete = group.parts.values().all(|p| p.complete);
         let keys: Vec<MessageKey> = group.parts.values().map(|p| p.key).collect();
         self.metrics.inc(
             metrics::PAIRS,
-            &[("synopsis", k(g.kind)), ("absent_side", if absent.is_empty() { "none" } else { absent[0] })],
+            &[("synopsis", k(g.kind)), ("absent_side", absent.first().map_or("none", |s| s.name()))],
             1,
         );
         if let Some((p, e)) =

@@ -14,7 +14,7 @@
 use super::config::SegmentInfo;
 use crate::report::line::{
     ColateSummary, EpochSummary, FlowLine, FlowResult, FridgeLine, LdaLoss, LdsLoss, Line, RdaDuplicates,
-    RdaLoss, RdaProcess, RdaReconciliation, RdaReportLine, SegmentLine, SegmentResult, SegmentSides,
+    RdaLoss, RdaProcess, RdaReconciliation, RdaReportLine, SegmentLine, SegmentResult, SegmentSides, Side,
 };
 use crate::synopses::SynopsesConfig;
 use std::collections::HashMap;
@@ -117,8 +117,8 @@ fn segment_sides(seg: &SegmentInfo, sides: Sides<'_>) -> SegmentSides {
 pub struct Sides<'a> {
     /// Both points' epochs complete (no worker skipped them).
     pub complete: bool,
-    /// Which side had no synopsis (no packets there): "upstream" / "downstream".
-    pub absent: &'a [&'static str],
+    /// Which side had no synopsis (no packets there).
+    pub absent: &'a [Side],
 }
 
 /// LDA: one segment record.

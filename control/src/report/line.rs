@@ -90,8 +90,28 @@ pub struct SegmentSides {
     /// Both points' epochs complete (no worker skipped them), and for RDA every point's
     /// timestamp cache answered.
     pub complete: bool,
-    /// Which side had no synopsis (no packets there): "upstream" / "downstream".
-    pub absent: Vec<&'static str>,
+    /// Which side had no synopsis (no packets there).
+    pub absent: Vec<Side>,
+}
+
+/// A side of a segment: its upstream or downstream point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// The upstream point (the sender).
+    Upstream,
+    /// The downstream point (the receiver).
+    Downstream,
+}
+
+impl Side {
+    /// "upstream" or "downstream", as records and metrics labels write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Upstream => "upstream",
+            Side::Downstream => "downstream",
+        }
+    }
 }
 
 /// A segment line's estimator output, per synopsis.
@@ -384,7 +404,7 @@ pub struct ColateSummary {
     /// Both points' windows complete.
     pub complete: bool,
     /// Which side had no synopsis.
-    pub absent: Vec<&'static str>,
+    pub absent: Vec<Side>,
     /// Packets counted upstream.
     pub packets_upstream: u64,
     /// Packets counted downstream.

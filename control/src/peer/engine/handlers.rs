@@ -7,7 +7,7 @@ use crate::peer::config::SegmentInfo;
 use crate::peer::estimate::{self, Decoded, Outcome, Sides};
 use crate::peer::net::Points;
 use crate::peer::rda::{self, RdaJob, RdaResult};
-use crate::report::line::{EpochSummary, GroupFailure, Line, ScopeId, SegmentResult};
+use crate::report::line::{EpochSummary, GroupFailure, Line, ScopeId, SegmentResult, Side};
 use crate::report::metrics;
 use crate::report::records::{GroupKey, Scope};
 use crate::wire::MessageKey;
@@ -92,7 +92,7 @@ impl Engine {
         up: Option<&Part>,
         down: Option<&Part>,
         complete: bool,
-        absent: Vec<&'static str>,
+        absent: Vec<Side>,
         emit: bool,
         keys: Vec<MessageKey>,
     ) {

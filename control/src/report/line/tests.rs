@@ -12,7 +12,7 @@ fn estimate(value: f64) -> Estimate {
 }
 
 fn sides() -> SegmentSides {
-    SegmentSides { segment: 10, upstream: 1, downstream: 2, complete: true, absent: vec!["downstream"] }
+    SegmentSides { segment: 10, upstream: 1, downstream: 2, complete: true, absent: vec![Side::Downstream] }
 }
 
 fn segment_record() -> SegmentRecord {
