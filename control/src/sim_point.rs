@@ -308,7 +308,7 @@ fn message<S: Synopsis>(
         fingerprint: peer_fingerprint_of(s, packet),
         complete: true,
         body: s.encode(),
-        summary: serde_json::json!({ "simulated": true }),
+        summary: crate::sink::Summary::Simulated { simulated: true },
     }
 }
 
