@@ -24,7 +24,7 @@
 //! synopsis's group turned into an [`Outcome`]) and `archive` (the peer's COLATE archives).
 
 use super::config::{PeerConfig, SegmentInfo};
-use super::estimate::{Decoded, FlowCensus, Outcome, Sides};
+use super::estimate::{Decoded, FlowCensus, Outcome, PairContext, Sides};
 use super::net::Points;
 use super::rda::{RdaJob, RdaResult};
 use crate::report::line::Side;
@@ -36,6 +36,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wirelat_dataplane::synopsis::SynopsisKind;
+use wirelat_dataplane::synopsis::lda::Lda;
 
 mod archive;
 mod groups;
@@ -305,7 +306,13 @@ impl Engine {
                 let (up, down) = (side(&group, seg.upstream), side(&group, seg.downstream));
                 match kind {
                     SynopsisKind::Lda => {
-                        let out = self.lda(&seg, g.first, up, down, sides);
+                        let cx = PairContext {
+                            seg: &seg,
+                            epoch: g.first,
+                            sides,
+                            top_flows: self.cfg.report.top_flows,
+                        };
+                        let out = self.estimate_pair::<Lda>(&cx, up, down);
                         self.finish(g, emit, out, &keys);
                     }
                     SynopsisKind::Lds => self.lds(g, &seg, up, down, sides, emit, keys),

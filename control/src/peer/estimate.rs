@@ -25,7 +25,7 @@ use wirelat_dataplane::synopsis::fridge::{self, FridgeSynopsis};
 use wirelat_dataplane::synopsis::lda::{self, Lda};
 use wirelat_dataplane::synopsis::lds::{self, FlowEntry, Lds};
 use wirelat_dataplane::synopsis::rda::RdaReport;
-use wirelat_dataplane::synopsis::{Synopsis, SynopsisKind};
+use wirelat_dataplane::synopsis::{Registered, Synopsis, SynopsisKind};
 use wirelat_records::Point;
 use wirelat_records::{FlowEncap, FlowId, FlowRecord, FridgeRecord, QuantilePoint, SegmentRecord};
 
@@ -90,6 +90,45 @@ pub struct Sides<'a> {
     pub complete: bool,
     /// Which side had no synopsis (no packets there).
     pub absent: &'a [Side],
+}
+
+/// What a segment group's estimate needs besides the two points' synopses.
+#[derive(Clone, Copy, Debug)]
+pub struct PairContext<'a> {
+    /// The segment.
+    pub seg: &'a SegmentInfo,
+    /// The group's (first) epoch.
+    pub epoch: u64,
+    /// How the two sides arrived.
+    pub sides: Sides<'a>,
+    /// `[report] top_flows`: how many flows a per-flow synopsis reports.
+    pub top_flows: usize,
+}
+
+/// The one estimate signature of a two-point synopsis at the peer: the records of one segment
+/// group from the upstream and downstream points' synopses of one epoch (a point that had no
+/// packets gives an empty synopsis of the collector's configuration). The engine calls it
+/// through [`Registered`], with no per-synopsis code but its dispatch arm.
+///
+/// RDA and COLATE estimate in two stages around their synopses, so they are not (yet) behind
+/// this signature: RDA's reconciliation first needs timestamp look-ups from the points
+/// ([`rda_group`] takes its finished report), and a COLATE group spans `[colate] windows`
+/// epochs and the LDS census of the same windows ([`colate_group`]).
+pub trait PairEstimate: Registered {
+    /// The group's records and metrics.
+    fn estimate_pair(cx: &PairContext<'_>, up: &Self, down: &Self) -> Outcome;
+}
+
+impl PairEstimate for Lda {
+    fn estimate_pair(cx: &PairContext<'_>, up: &Lda, down: &Lda) -> Outcome {
+        lda_group(cx.seg, cx.epoch, up, down, cx.sides)
+    }
+}
+
+impl PairEstimate for Lds {
+    fn estimate_pair(cx: &PairContext<'_>, up: &Lds, down: &Lds) -> Outcome {
+        lds_group(cx.seg, cx.epoch, up, down, cx.top_flows, cx.sides)
+    }
 }
 
 /// LDA: one segment record.

@@ -159,6 +159,51 @@ macro_rules! define_set {
 
 crate::with_synopses!(define_set);
 
+/// A synopsis of the list: where its configuration sits in a [`SynopsisSet`] and its variant of
+/// [`AnySynopsis`], so generic code (the peer's pairing of two points' synopses) needs no
+/// per-synopsis `match`.
+pub trait Registered: Synopsis {
+    /// Its configuration in `set`, if enabled.
+    fn config_in(set: &SynopsisSet) -> Option<&Self::Config>;
+
+    /// The synopsis inside `any`, if `any` is of this kind.
+    fn from_any(any: &AnySynopsis) -> Option<&Self>;
+}
+
+macro_rules! define_registered {
+    (
+        one_point: [$(($o:ident, $ov:ident = $ob:literal, $ot:ty, $oc:ty, $od:literal),)*],
+        two_point: [$(($t:ident, $tv:ident = $tb:literal, $tt:ty, $tc:ty, $td:literal),)*],
+    ) => {
+        $(
+            impl Registered for $ot {
+                fn config_in(set: &SynopsisSet) -> Option<&$oc> {
+                    set.$o.as_ref()
+                }
+
+                #[allow(irrefutable_let_patterns, reason = "one variant only if the list has one synopsis")]
+                fn from_any(any: &AnySynopsis) -> Option<&Self> {
+                    if let AnySynopsis::$ov(s) = any { Some(s) } else { None }
+                }
+            }
+        )*
+        $(
+            impl Registered for $tt {
+                fn config_in(set: &SynopsisSet) -> Option<&$tc> {
+                    set.$t.as_ref()
+                }
+
+                #[allow(irrefutable_let_patterns, reason = "one variant only if the list has one synopsis")]
+                fn from_any(any: &AnySynopsis) -> Option<&Self> {
+                    if let AnySynopsis::$tv(s) = any { Some(s) } else { None }
+                }
+            }
+        )*
+    };
+}
+
+crate::with_synopses!(define_registered);
+
 /// [`AnySynopsis::decode`] refused the bytes.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum AnyDecodeError {

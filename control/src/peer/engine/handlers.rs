@@ -4,7 +4,7 @@
 
 use super::{Census, Engine, Event, Group, InFlight, Part};
 use crate::peer::config::SegmentInfo;
-use crate::peer::estimate::{self, Decoded, Outcome, Sides};
+use crate::peer::estimate::{self, Decoded, Outcome, PairContext, PairEstimate, Sides};
 use crate::peer::net::Points;
 use crate::peer::rda::{self, RdaJob, RdaResult};
 use crate::report::line::{EpochSummary, GroupFailure, Line, ScopeId, SegmentResult, Side};
@@ -17,28 +17,36 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wirelat_dataplane::synopsis::colate::{Colate, LatencyFloor, QueryOptions};
 use wirelat_dataplane::synopsis::fridge::FridgeSynopsis;
-use wirelat_dataplane::synopsis::lda::Lda;
 use wirelat_dataplane::synopsis::lds::Lds;
-use wirelat_dataplane::synopsis::{Synopsis, SynopsisKind};
+use wirelat_dataplane::synopsis::{Registered, Synopsis, SynopsisKind};
 
 impl Engine {
-    pub(super) fn lda(
+    /// The group's upstream and downstream synopses of kind `S`: each point's decoded copy, or
+    /// an empty one of the collector's configuration where a point had no packets. `None` when
+    /// `S` is off here.
+    pub(super) fn pair<S: Registered + Clone>(
         &self,
-        seg: &SegmentInfo,
-        epoch: u64,
         up: Option<&Part>,
         down: Option<&Part>,
-        sides: Sides<'_>,
-    ) -> Outcome {
-        let Some(cfg) = &self.cfg.synopses.lda else { return Outcome::default() };
-        let empty = || Lda::new(cfg).ok();
-        let get = |p: Option<&Part>| match p.map(|p| &p.decoded) {
-            Some(Ok(Decoded::Lda(x))) => Some((**x).clone()),
-            _ => empty(),
+    ) -> Option<(S, S)> {
+        let cfg = S::config_in(&self.cfg.synopses)?;
+        let get = |p: Option<&Part>| match p.and_then(|p| p.decoded.as_ref().ok()).and_then(S::from_any) {
+            Some(s) => Some(s.clone()),
+            None => S::new(cfg).ok(),
         };
-        match (get(up), get(down)) {
-            (Some(a), Some(b)) => estimate::lda_group(seg, epoch, &a, &b, sides),
-            _ => Outcome::default(),
+        Some((get(up)?, get(down)?))
+    }
+
+    /// [`PairEstimate::estimate_pair`] of the group's two synopses of kind `S`.
+    pub(super) fn estimate_pair<S: PairEstimate + Clone>(
+        &self,
+        cx: &PairContext<'_>,
+        up: Option<&Part>,
+        down: Option<&Part>,
+    ) -> Outcome {
+        match self.pair::<S>(up, down) {
+            Some((a, b)) => S::estimate_pair(cx, &a, &b),
+            None => Outcome::default(),
         }
     }
 
@@ -53,14 +61,10 @@ impl Engine {
         emit: bool,
         keys: Vec<MessageKey>,
     ) {
-        let Some(cfg) = self.cfg.synopses.lds.clone() else { return self.ack_all(&keys) };
-        let get = |p: Option<&Part>| match p.map(|p| &p.decoded) {
-            Some(Ok(Decoded::Lds(x))) => Some((**x).clone()),
-            _ => Lds::new(&cfg).ok(),
-        };
-        let (Some(a), Some(b)) = (get(up), get(down)) else { return self.ack_all(&keys) };
+        let Some((a, b)) = self.pair::<Lds>(up, down) else { return self.ack_all(&keys) };
         let out = if emit {
-            estimate::lds_group(seg, g.first, &a, &b, self.cfg.report.top_flows, sides)
+            let cx = PairContext { seg, epoch: g.first, sides, top_flows: self.cfg.report.top_flows };
+            Lds::estimate_pair(&cx, &a, &b)
         } else {
             Outcome::default()
         };
