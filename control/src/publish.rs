@@ -182,7 +182,10 @@ impl Publisher {
     ) -> Result<(), PublishError> {
         self.counters.epochs += 1;
         let mut first_error = None;
-        if let Some(f) = &merged.fridge {
+        // Destructured so that a synopsis added to the list fails to compile here until it is
+        // published (a summary and a delivery), instead of being silently dropped.
+        let EpochSynopses { forward, reverse, fridge } = merged;
+        if let Some(f) = fridge {
             let report = fridge::estimate(f);
             match &mut self.whole_run_fridge {
                 None => self.whole_run_fridge = Some(f.clone()),
@@ -196,28 +199,25 @@ impl Publisher {
             let summary = Harvested::new(
                 shards,
                 SynopsisSummary::Fridge {
-                    measured: MeasuredBoth {
-                        forward: merged.forward.measured,
-                        reverse: merged.reverse.measured,
-                    },
+                    measured: MeasuredBoth { forward: forward.measured, reverse: reverse.measured },
                     ignored_exchanges: f.ignored_exchanges(),
                     report: Box::new(report),
                 },
             );
             self.deliver(epoch, LOCAL_SEGMENT, f, complete, summary);
         }
-        for d in Direction::BOTH {
+        for (d, dir) in [(Direction::Forward, forward), (Direction::Reverse, reverse)] {
             let segment = self.ids.segment(d);
-            let dir: &mut DirectionSynopses = merged.direction_mut(d);
-            let measured = dir.measured;
-            if let Some(s) = &dir.lda {
+            let DirectionSynopses { lda, lds, rda, colate, measured } = dir;
+            let measured = *measured;
+            if let Some(s) = lda {
                 let summary = Harvested::new(
                     shards,
                     SynopsisSummary::Lda { direction: d.name(), measured, packets: s.total_packets() },
                 );
                 self.deliver(epoch, segment, s, complete, summary);
             }
-            if let Some(s) = &dir.lds {
+            if let Some(s) = lds {
                 let summary = Harvested::new(
                     shards,
                     SynopsisSummary::Lds {
@@ -230,7 +230,7 @@ impl Publisher {
                 );
                 self.deliver(epoch, segment, s, complete, summary);
             }
-            if let Some(s) = &mut dir.rda {
+            if let Some(s) = rda {
                 let summary = Harvested::new(
                     shards,
                     SynopsisSummary::Rda { direction: d.name(), measured, counters: *s.counters() },
@@ -248,7 +248,7 @@ impl Publisher {
                 self.counters.rda_caches += 1;
                 self.send(&msg);
             }
-            if let Some(s) = &dir.colate {
+            if let Some(s) = colate {
                 let closed = self.add_colate_window(d, epoch, s);
                 let summary = Harvested::new(
                     shards,
