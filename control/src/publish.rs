@@ -404,12 +404,12 @@ pub fn colate_archive_path(dir: &Path, point: u32, segment: u32) -> PathBuf {
     dir.join(format!("colate-point{point}-segment{segment}.archive"))
 }
 
-/// The kinds a point publishes, with the segment of each message: the fridge on
-/// [`LOCAL_SEGMENT`], every two-point synopsis on both directions' segments.
+/// The kinds a point publishes, with the segment of each message: a one-point synopsis (the
+/// fridge) on [`LOCAL_SEGMENT`], every two-point synopsis on both directions' segments.
 pub fn planned_messages(ids: &PointIds, set: &SynopsisSet) -> Vec<(SynopsisKind, u32)> {
     let mut v = Vec::new();
     for k in set.kinds() {
-        if k == SynopsisKind::Fridge {
+        if !k.is_two_point() {
             v.push((k, LOCAL_SEGMENT));
         } else {
             v.push((k, ids.forward_segment));

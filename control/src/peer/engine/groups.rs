@@ -20,11 +20,8 @@ impl Engine {
         }
         .max(1);
         let first = key.epoch - key.epoch % span;
-        let scope = if key.kind == SynopsisKind::Fridge {
-            Scope::Point(key.point)
-        } else {
-            Scope::Segment(key.segment)
-        };
+        let scope =
+            if !key.kind.is_two_point() { Scope::Point(key.point) } else { Scope::Segment(key.segment) };
         GroupKey { scope, kind: key.kind, first, last: first.saturating_add(span - 1) }
     }
 
@@ -69,7 +66,7 @@ impl Engine {
     ) {
         self.newest_epoch = self.newest_epoch.max(key.epoch);
         self.metrics.inc(metrics::EPOCHS, &[("point", &key.point.to_string()), ("synopsis", k(key.kind))], 1);
-        if key.kind != SynopsisKind::Fridge
+        if key.kind.is_two_point()
             && !self
                 .cfg
                 .segment(key.segment)
