@@ -93,13 +93,8 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
         let Summary::Harvested(summary) = &m.summary else { panic!("{m:?}") };
         assert_eq!(summary.body_bytes, m.body.len());
         // What the peer checks: two-point fingerprints cover this point's packet settings.
-        let config_fingerprint = match m.kind {
-            SynopsisKind::Fridge => set.fridge.as_ref().unwrap().fingerprint(),
-            SynopsisKind::Lda => set.lda.as_ref().unwrap().fingerprint(),
-            SynopsisKind::Lds => set.lds.as_ref().unwrap().fingerprint(),
-            SynopsisKind::Rda => set.rda.as_ref().unwrap().fingerprint(),
-            SynopsisKind::Colate => set.colate.as_ref().unwrap().fingerprint(),
-        };
+        let config_fingerprint =
+            set.config_fingerprints().into_iter().find(|(k, _)| *k == m.kind).map(|(_, f)| f).unwrap();
         assert_eq!(m.fingerprint, peer_fingerprint(m.kind, config_fingerprint, &packet));
         if m.kind == SynopsisKind::Fridge {
             assert_eq!(m.fingerprint, config_fingerprint);
