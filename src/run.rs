@@ -95,22 +95,52 @@ pub struct RunSummary {
     pub lost: Option<String>,
 }
 
-/// Counters of one port summed over its queues: rx as ingress, the rest as egress.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PortTotals {
-    /// Frames received on this port.
-    pub rx: u64,
-    /// Frames sent on this port.
-    pub tx: u64,
-    /// Extra tx bursts on this port because its ring was full.
-    pub tx_retries: u64,
-    /// Frames dropped because this port's tx ring stayed full.
-    pub tx_dropped: u64,
-    /// Frames this port could not transmit whole (too long for it, or chained beyond what it
-    /// sends).
-    pub oversize_dropped: u64,
-    /// Frames received on this port cut short or with a broken mbuf chain (never forwarded).
-    pub truncated_dropped: u64,
+/// The port counters, listed once (`field => log key`): hands the list to the macro it is given,
+/// after that macro's own arguments. It declares [`PortTotals`] and writes the "port counters"
+/// and "queue counters" lines.
+macro_rules! port_counters {
+    ($($then:ident)::+ ! { $($args:tt)* }) => {
+        $($then)::+! { $($args)* {
+            /// Frames received on this port.
+            rx => rx,
+            /// Frames sent on this port.
+            tx => tx,
+            /// Extra tx bursts on this port because its ring was full.
+            tx_retries => tx_retries,
+            /// Frames dropped because this port's tx ring stayed full.
+            tx_dropped => tx_dropped,
+            /// Frames this port could not transmit whole (too long for it, or chained beyond
+            /// what it sends).
+            oversize_dropped => oversize_dropped,
+            /// Frames received on this port cut short or with a broken mbuf chain (never
+            /// forwarded).
+            truncated_dropped => truncated_dropped,
+        } }
+    };
+}
+
+port_counters!(wirelat_dataplane::counter_set! {
+    /// Counters of one port summed over its queues (or of one queue): rx as ingress, the rest
+    /// as egress. A port's view of two directions' [`PathSnapshot`]s, hence its own set.
+    pub struct PortTotals;
+});
+
+impl PortTotals {
+    /// Both ports' counters from one worker's two directions: port `p` receives in direction
+    /// `p` and transmits in the other.
+    fn of_queue(paths: &[PathSnapshot; 2]) -> [PortTotals; 2] {
+        std::array::from_fn(|p| {
+            let (ingress, egress) = (&paths[p], &paths[1 - p]);
+            PortTotals {
+                rx: ingress.rx_packets,
+                tx: egress.tx_packets,
+                tx_retries: egress.tx_retries,
+                tx_dropped: egress.tx_dropped,
+                oversize_dropped: egress.oversize_dropped,
+                truncated_dropped: ingress.truncated_dropped,
+            }
+        })
+    }
 }
 
 /// The clocks the workers read and the control thread calibrates.
@@ -946,42 +976,29 @@ fn log_counters(
             }
             _ => (0.0, 0.0),
         };
-        info!(
-            label,
-            port = p,
-            name = %port.info().name,
-            rx = t.rx,
-            tx = t.tx,
-            tx_retries = t.tx_retries,
-            tx_dropped = t.tx_dropped,
-            oversize_dropped = t.oversize_dropped,
-            truncated_dropped = t.truncated_dropped,
-            dev_rx = device.rx_packets,
-            dev_tx = device.tx_packets,
-            dev_imissed = device.rx_missed,
-            dev_rx_nombuf = device.rx_nombuf,
-            dev_ierrors = device.rx_errors,
-            dev_oerrors = device.tx_errors,
-            rx_pps = rx_pps.round() as u64,
-            tx_pps = tx_pps.round() as u64,
+        port_counters!(wirelat_dataplane::log_counters! {
+            info,
+            t,
+            [label, port = p, name = %port.info().name,],
+            [
+                dev_rx = device.rx_packets,
+                dev_tx = device.tx_packets,
+                dev_imissed = device.rx_missed,
+                dev_rx_nombuf = device.rx_nombuf,
+                dev_ierrors = device.rx_errors,
+                dev_oerrors = device.tx_errors,
+                rx_pps = rx_pps.round() as u64,
+                tx_pps = tx_pps.round() as u64,
+            ],
             "port counters"
-        );
+        });
     }
     if snapshots.len() > 1 || label == "final" {
         for (q, snap) in snapshots.iter().enumerate() {
-            for (p, _) in ports.iter().enumerate() {
-                info!(
-                    label,
-                    port = p,
-                    queue = q,
-                    rx = snap[p].rx_packets,
-                    tx = snap[1 - p].tx_packets,
-                    tx_retries = snap[1 - p].tx_retries,
-                    tx_dropped = snap[1 - p].tx_dropped,
-                    oversize_dropped = snap[1 - p].oversize_dropped,
-                    truncated_dropped = snap[p].truncated_dropped,
-                    "queue counters"
-                );
+            for (p, t) in PortTotals::of_queue(snap).iter().enumerate() {
+                port_counters!(wirelat_dataplane::log_counters! {
+                    info, t, [label, port = p, queue = q,], [], "queue counters"
+                });
             }
         }
     }
@@ -991,17 +1008,9 @@ fn log_counters(
 /// Per-port totals of the workers' path snapshots.
 fn port_totals(snapshots: &[[PathSnapshot; 2]]) -> [PortTotals; 2] {
     let mut totals = [PortTotals::default(); 2];
-    for (p, total) in totals.iter_mut().enumerate() {
-        for snap in snapshots {
-            // Port p receives in direction p and transmits in the other direction.
-            let ingress = &snap[p];
-            let egress = &snap[1 - p];
-            total.rx += ingress.rx_packets;
-            total.truncated_dropped += ingress.truncated_dropped;
-            total.tx += egress.tx_packets;
-            total.tx_retries += egress.tx_retries;
-            total.tx_dropped += egress.tx_dropped;
-            total.oversize_dropped += egress.oversize_dropped;
+    for snap in snapshots {
+        for (total, queue) in totals.iter_mut().zip(PortTotals::of_queue(snap)) {
+            total.add(&queue);
         }
     }
     totals
@@ -1089,25 +1098,10 @@ fn log_stamp_delay(label: &str, delays: &[CachePadded<SharedStampDelay>]) -> Sta
     d
 }
 
+/// The "measure counters" line of one worker (`worker`) or of all: every counter of
+/// [`wirelat_dataplane::measure_counters!`] by its log key.
 fn log_snapshot(label: &str, worker: Option<usize>, s: &CounterSnapshot) {
-    info!(
-        label,
-        worker,
-        frames = s.frames,
-        measured = s.measured,
-        skipped_arp = s.arp,
-        skipped_unknown_ethertype = s.unknown_ethertype,
-        skipped_fragment = s.fragment,
-        skipped_truncated = s.truncated,
-        skipped_malformed = s.malformed,
-        skipped_encapsulation = s.encapsulation,
-        untimed = s.untimed,
-        late = s.late,
-        overrun_epochs = s.overrun_epochs,
-        overrun_packets = s.overrun_packets,
-        waits = s.waits,
-        split_neither = s.split_neither,
-        split_both = s.split_both,
-        "measure counters"
-    );
+    wirelat_dataplane::measure_counters!(wirelat_dataplane::log_counters! {
+        info, s, [label, worker,], [], "measure counters"
+    });
 }
