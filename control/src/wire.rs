@@ -44,6 +44,12 @@ use wirelat_dataplane::synopsis::SynopsisKind;
 use wirelat_dataplane::synopsis::codec::{DecodeError, Reader, Writer};
 use xxhash_rust::xxh3::Xxh3;
 
+mod decode;
+mod header;
+
+use decode::{array, decode_body_inner};
+pub use header::{Header, checksum};
+
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"WLAT";
 /// The frame format version this build writes and reads. 2 since a point's hello carries its
@@ -215,96 +221,6 @@ impl WireError {
     fn body(t: MessageType, e: DecodeError) -> Self {
         WireError::Body { kind: t.name(), reason: e.to_string() }
     }
-}
-
-/// The parsed fixed header of a frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Header {
-    /// Message type.
-    pub msg_type: MessageType,
-    /// Flag bits ([`FLAG_COMPLETE`]).
-    pub flags: u16,
-    /// Point id.
-    pub point: u32,
-    /// Segment id.
-    pub segment: u32,
-    /// Epoch (watermark for `Progress`).
-    pub epoch: u64,
-    /// Synopsis kind, if the message concerns one.
-    pub kind: Option<SynopsisKind>,
-    /// Body length.
-    pub body_len: u32,
-    /// Configuration fingerprint of the synopsis (0 if none).
-    pub fingerprint: u64,
-    /// Checksum of header and body.
-    pub checksum: u64,
-}
-
-impl Header {
-    /// Parses and validates the fixed header: magic, version, type, kind, reserved bytes and
-    /// the body length against `max_body`. The checksum is checked later, with the body.
-    pub fn parse(bytes: &[u8], max_body: u32) -> Result<Header, WireError> {
-        let Some(h) = bytes.get(..HEADER_LEN) else {
-            return Err(WireError::Truncated { needed: HEADER_LEN, available: bytes.len() });
-        };
-        let mut r = Reader::new(h);
-        // The slice holds HEADER_LEN bytes, so no read below can fail; map errors anyway.
-        let trunc = |_| WireError::Truncated { needed: HEADER_LEN, available: bytes.len() };
-        let magic: [u8; 4] = array(&mut r).map_err(trunc)?;
-        if magic != MAGIC {
-            return Err(WireError::BadMagic { found: magic });
-        }
-        let version = r.u8().map_err(trunc)?;
-        if version != WIRE_VERSION {
-            return Err(WireError::UnknownVersion { found: version });
-        }
-        let t = r.u8().map_err(trunc)?;
-        let msg_type = MessageType::from_u8(t).ok_or(WireError::UnknownType { found: t })?;
-        let flags = r.u16().map_err(trunc)?;
-        let point = r.u32().map_err(trunc)?;
-        let segment = r.u32().map_err(trunc)?;
-        let epoch = r.u64().map_err(trunc)?;
-        let k = r.u8().map_err(trunc)?;
-        let kind = match k {
-            0 => None,
-            b => Some(SynopsisKind::from_u8(b).ok_or(WireError::UnknownKind { found: b })?),
-        };
-        let reserved: [u8; 3] = array(&mut r).map_err(trunc)?;
-        if reserved != [0; 3] {
-            return Err(WireError::Reserved);
-        }
-        let body_len = r.u32().map_err(trunc)?;
-        if body_len > max_body {
-            return Err(WireError::Oversized { len: body_len, cap: max_body });
-        }
-        let fingerprint = r.u64().map_err(trunc)?;
-        let checksum = r.u64().map_err(trunc)?;
-        Ok(Header { msg_type, flags, point, segment, epoch, kind, body_len, fingerprint, checksum })
-    }
-
-    fn write(&self, out: &mut Vec<u8>) {
-        let mut w = Writer::new(out);
-        w.bytes(&MAGIC);
-        w.u8(WIRE_VERSION);
-        w.u8(self.msg_type as u8);
-        w.u16(self.flags);
-        w.u32(self.point);
-        w.u32(self.segment);
-        w.u64(self.epoch);
-        w.u8(self.kind.map_or(0, |k| k as u8));
-        w.bytes(&[0; 3]);
-        w.u32(self.body_len);
-        w.u64(self.fingerprint);
-        w.u64(self.checksum);
-    }
-}
-
-/// The checksum of a frame: xxh3-64 over the first 40 header bytes and the body.
-pub fn checksum(header_prefix: &[u8], body: &[u8]) -> u64 {
-    let mut h = Xxh3::new();
-    h.update(header_prefix.get(..CHECKED_LEN).unwrap_or(header_prefix));
-    h.update(body);
-    h.digest()
 }
 
 /// Identifies one epoch synopsis of one point: what the peer de-duplicates on and what an
@@ -699,143 +615,6 @@ fn set_cache(h: &mut Header, c: &CacheRef) {
     h.segment = c.segment;
     h.epoch = c.epoch;
     h.kind = Some(SynopsisKind::Rda);
-}
-
-fn invalid(field: &'static str, reason: impl Into<String>) -> DecodeError {
-    DecodeError::Invalid { field, reason: reason.into() }
-}
-
-fn key_of(h: &Header) -> Result<MessageKey, DecodeError> {
-    let kind = h.kind.ok_or_else(|| invalid("kind", "this message needs a synopsis kind"))?;
-    Ok(MessageKey { point: h.point, segment: h.segment, epoch: h.epoch, kind })
-}
-
-fn cache_of(h: &Header) -> Result<CacheRef, DecodeError> {
-    if h.kind != Some(SynopsisKind::Rda) {
-        return Err(invalid("kind", "look-ups and binds concern RDA only"));
-    }
-    Ok(CacheRef { point: h.point, segment: h.segment, epoch: h.epoch })
-}
-
-/// The next N bytes as an array.
-fn array<const N: usize>(r: &mut Reader<'_>) -> Result<[u8; N], DecodeError> {
-    let b = r.bytes(N)?;
-    let mut a = [0u8; N];
-    a.copy_from_slice(b);
-    Ok(a)
-}
-
-fn nonce(r: &mut Reader<'_>) -> Result<[u8; NONCE_LEN], DecodeError> {
-    array(r)
-}
-
-/// Reads everything after the fixed-size part of a body.
-fn rest(r: &mut Reader<'_>) -> Result<Vec<u8>, DecodeError> {
-    Ok(r.bytes(r.remaining())?.to_vec())
-}
-
-fn decode_body_inner(h: &Header, r: &mut Reader<'_>) -> Result<Message, DecodeError> {
-    Ok(match h.msg_type {
-        MessageType::ClientHello => Message::ClientHello { nonce: nonce(r)? },
-        MessageType::ServerHello => Message::ServerHello { nonce: nonce(r)? },
-        MessageType::Hello => {
-            let watermark = r.u64()?;
-            let packet_identity = r.u64()?;
-            let n = r.u8()? as usize;
-            if n > SynopsisKind::ALL.len() {
-                return Err(invalid(
-                    "fingerprints",
-                    format!("{n} entries, at most {}", SynopsisKind::ALL.len()),
-                ));
-            }
-            let mut fingerprints = Vec::with_capacity(n);
-            for _ in 0..n {
-                let b = r.u8()?;
-                let k =
-                    SynopsisKind::from_u8(b).ok_or_else(|| invalid("fingerprints.kind", format!("{b}")))?;
-                if fingerprints.iter().any(|(x, _)| *x == k) {
-                    return Err(invalid("fingerprints.kind", format!("{k} listed twice")));
-                }
-                fingerprints.push((k, r.u64()?));
-            }
-            Message::Hello(Hello { point: h.point, watermark, packet_identity, fingerprints })
-        }
-        MessageType::Epoch => {
-            let key = key_of(h)?;
-            let epoch_len_ns = r.u64()?;
-            if epoch_len_ns == 0 {
-                return Err(invalid("epoch_len_ns", "0"));
-            }
-            Message::Epoch(EpochFrame {
-                key,
-                fingerprint: h.fingerprint,
-                complete: h.flags & FLAG_COMPLETE != 0,
-                epoch_len_ns,
-                synopsis: rest(r)?,
-            })
-        }
-        MessageType::Ack => Message::Ack(key_of(h)?),
-        MessageType::Progress => {
-            let n = r.u8()? as usize;
-            if n > GiveUp::ALL.len() {
-                return Err(invalid("given_up", format!("{n} entries, at most {}", GiveUp::ALL.len())));
-            }
-            let mut given_up = Vec::with_capacity(n);
-            for _ in 0..n {
-                let b = r.u8()?;
-                let g = GiveUp::from_u8(b).ok_or_else(|| invalid("given_up.reason", format!("{b}")))?;
-                given_up.push((g, r.u64()?));
-            }
-            Message::Progress { point: h.point, watermark: h.epoch, given_up }
-        }
-        MessageType::LookupRequest => {
-            let cache = cache_of(h)?;
-            let request_id = r.u64()?;
-            let n = r.u32()? as usize;
-            r.require(n.saturating_mul(8))?;
-            let mut ids = Vec::with_capacity(n);
-            for _ in 0..n {
-                ids.push(r.u64()?);
-            }
-            Message::LookupRequest { request_id, cache, ids }
-        }
-        MessageType::LookupResponse => {
-            let request_id = r.u64()?;
-            let s = r.u8()?;
-            let status = LookupStatus::from_u8(s).ok_or_else(|| invalid("status", format!("{s}")))?;
-            let n = r.u32()? as usize;
-            r.require(n.saturating_mul(9))?;
-            let mut timestamps = Vec::with_capacity(n);
-            for _ in 0..n {
-                let found = r.u8()?;
-                let ts = r.u64()?;
-                timestamps.push(match found {
-                    0 => None,
-                    1 => Some(ts),
-                    b => return Err(invalid("found", format!("{b}"))),
-                });
-            }
-            Message::LookupResponse { request_id, status, timestamps }
-        }
-        MessageType::BindRequest => {
-            let cache = cache_of(h)?;
-            Message::BindRequest { request_id: r.u64()?, cache, buckets_per_bank: r.u32()? }
-        }
-        MessageType::BindResponse => {
-            let request_id = r.u64()?;
-            let s = r.u8()?;
-            let status = LookupStatus::from_u8(s).ok_or_else(|| invalid("status", format!("{s}")))?;
-            Message::BindResponse { request_id, status, banks: rest(r)? }
-        }
-        MessageType::Reject => {
-            let bytes = rest(r)?;
-            if bytes.len() > MAX_REASON_BYTES {
-                return Err(invalid("reason", format!("{} bytes, at most {MAX_REASON_BYTES}", bytes.len())));
-            }
-            // Invalid UTF-8 is replaced (which can lengthen it), then cut like on encoding.
-            Message::Reject { reason: cut_reason(&String::from_utf8_lossy(&bytes)).to_owned() }
-        }
-    })
 }
 
 #[cfg(test)]
