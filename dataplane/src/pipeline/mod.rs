@@ -27,8 +27,6 @@ pub use buffer::{Direction, DirectionSynopses, EpochSynopses, Locations, Synopsi
 pub use counters::{CounterSnapshot, SharedCounters};
 pub use split::{DirectionSplit, SplitError, Unsplit};
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use serde::{Deserialize, Serialize};
 
 use crate::epoch::EpochWriter;
@@ -283,23 +281,7 @@ impl Pipeline {
     /// Publishes the counters for the control thread (plain relaxed stores; a few per call, so
     /// call it per burst or less often, never per packet).
     pub fn publish(&self, shared: &SharedCounters) {
-        let s = self.snapshot();
-        let st = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
-        st(&shared.frames, s.frames);
-        st(&shared.measured, s.measured);
-        st(&shared.arp, s.arp);
-        st(&shared.unknown_ethertype, s.unknown_ethertype);
-        st(&shared.fragment, s.fragment);
-        st(&shared.truncated, s.truncated);
-        st(&shared.malformed, s.malformed);
-        st(&shared.encapsulation, s.encapsulation);
-        st(&shared.untimed, s.untimed);
-        st(&shared.late, s.late);
-        st(&shared.overrun_epochs, s.overrun_epochs);
-        st(&shared.overrun_packets, s.overrun_packets);
-        st(&shared.split_neither, s.split_neither);
-        st(&shared.split_both, s.split_both);
-        st(&shared.waits, s.waits);
+        shared.publish(&self.snapshot());
     }
 }
 
