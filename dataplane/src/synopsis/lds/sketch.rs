@@ -128,19 +128,22 @@ impl Lds {
         }
         let ph = addr.packet_hash(identity);
         let shared = offset_from_low_bits(ph, addr.k);
-        out.len = 0;
         out.digest = Addressing::digest(ph);
+        // Counted in a local and stored once: `out` is in the staged burst, and the stores
+        // into its cells could alias `out.len` for the compiler, which then reloaded it per row.
+        let mut len = 0u8;
         for row in &addr.rows {
             if !addr.sampled(row, identity) {
                 continue;
             }
             let col = addr.column(addr.base(row, flow_hash), addr.offset(row, identity, shared));
-            if let Some(slot) = out.cells.get_mut(usize::from(out.len)) {
+            if let Some(slot) = out.cells.get_mut(usize::from(len)) {
                 // Below MAX_CELLS = 2^26 (validated), so it fits.
                 *slot = (row.start + col as usize) as u32;
-                out.len += 1;
+                len += 1;
             }
         }
+        out.len = len;
         true
     }
 
@@ -161,9 +164,11 @@ impl Lds {
     #[inline]
     pub fn update_located(&mut self, at: &LocatedCells, obs: &Observation<'_>) {
         let weight = self.weight_for(obs.flow);
+        // Read once: for the compiler the cell stores below could alias `at` and `obs`.
+        let (ts_ns, digest) = (obs.ts_ns, at.digest);
         for &i in at.cells.get(..usize::from(at.len)).unwrap_or_default() {
             if let Some(c) = self.cells.get_mut(i as usize) {
-                c.add(obs.ts_ns, weight, at.digest);
+                c.add(ts_ns, weight, digest);
             }
         }
         self.flows.record(obs.flow, obs.flow_hash, obs.encap);
