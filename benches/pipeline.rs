@@ -68,7 +68,7 @@ impl Worker {
         let template = EpochSynopses::new(set).expect("synopses");
         let clock = EpochClock::new(epoch_ns).expect("epoch length");
         let (link, writer) = EpochLink::new(4, clock, move || template.clone());
-        let pipeline = Pipeline::new(packet, writer, set.new_fridge_carry(), OverrunPolicy::Skip);
+        let pipeline = Pipeline::new(packet, writer, set.new_carry(), OverrunPolicy::Skip);
         let mut w = Self {
             pipeline,
             link,

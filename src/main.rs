@@ -201,10 +201,8 @@ fn run_appliance(config: &Config, path: &std::path::Path) -> Result<(), Failure>
     })?;
     // The outcome on stdout (logs are on stderr).
     for (p, t) in summary.ports.iter().enumerate() {
-        println!(
-            "port {p}: rx {} tx {} tx_retries {} tx_dropped {} oversize_dropped {} truncated_dropped {}",
-            t.rx, t.tx, t.tx_retries, t.tx_dropped, t.oversize_dropped, t.truncated_dropped
-        );
+        let counts: Vec<String> = t.fields().iter().map(|(k, n)| format!("{k} {n}")).collect();
+        println!("port {p}: {}", counts.join(" "));
     }
     let m = &summary.measured;
     if m.frames > 0 || summary.epochs > 0 {

@@ -118,7 +118,7 @@ pub fn run(
         let (link, writer) = EpochLink::new(*config.epochs.ring.get_ref(), clock, move || t.clone());
         links.push(link);
         pipelines.push(
-            Pipeline::new(config.packet_config(), writer, set.new_fridge_carry(), OverrunPolicy::Wait)
+            Pipeline::new(config.packet_config(), writer, set.new_carry(), OverrunPolicy::Wait)
                 .with_split(split.clone()),
         );
     }

@@ -49,15 +49,11 @@ impl Exposed {
         let Some(m) = self.metrics() else { return };
         m.set("wirelat_measure_frames", &[], s.frames);
         m.set("wirelat_measure_measured_packets", &[], s.measured);
-        for (reason, n) in [
-            ("arp", s.arp),
-            ("unknown_ethertype", s.unknown_ethertype),
-            ("fragment", s.fragment),
-            ("truncated", s.truncated),
-            ("malformed", s.malformed),
-            ("encapsulation", s.encapsulation),
-        ] {
-            m.set("wirelat_measure_skipped_frames", &[("reason", reason)], n);
+        // One series per skip reason: the log's `skipped_<reason>` counters.
+        for (key, n) in s.fields() {
+            if let Some(reason) = key.strip_prefix("skipped_") {
+                m.set("wirelat_measure_skipped_frames", &[("reason", reason)], n);
+            }
         }
         m.set("wirelat_measure_untimed_packets", &[], s.untimed);
         m.set("wirelat_measure_late_packets", &[], s.late);

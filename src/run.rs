@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use crossbeam::utils::CachePadded;
@@ -16,21 +16,27 @@ use wirelat_control::config::{ClockSource, Config, DeviceKind, MAX_BURST_SIZE, P
 use wirelat_control::core_plan::{CorePlan, Topology, pci_numa_node};
 use wirelat_control::epoch::Harvester;
 use wirelat_control::publish::Publisher;
-use wirelat_dataplane::clock::{Calibrator, ClockMap, TraceTime, host_tsc_pair};
+use wirelat_dataplane::clock::{Calibrator, host_tsc_pair};
 use wirelat_dataplane::dpdk::{
     self, DpdkError, Eal, LcoreJob, LcoreOutcome, MAX_BURST, Mempool, MempoolSettings, Port, PortSetting,
     PortSettings, RxTimestampField,
 };
 use wirelat_dataplane::epoch::{EpochClock, EpochLink};
-use wirelat_dataplane::measuring::{MeasuringHook, PacketClock};
+use wirelat_dataplane::measuring::MeasuringHook;
 use wirelat_dataplane::pipeline::{CounterSnapshot, EpochSynopses, Pipeline, SharedCounters};
 use wirelat_dataplane::stamp_delay::{SharedStampDelay, StampDelay};
 use wirelat_dataplane::worker::{
-    self, Direction, ForwardOnly, FrameScreen, Path, PathInfo, PathSnapshot, WorkerCounters, WorkerSettings,
+    self, Direction, ForwardOnly, FrameScreen, Path, PathInfo, WorkerCounters, WorkerSettings,
 };
 
 use crate::measure;
 use crate::point_metrics::Exposed;
+
+mod clocks;
+mod stats;
+use clocks::{CALIBRATION_INTERVAL, Clocks, packet_clock, setup_clocks, wall_ns};
+pub use stats::PortTotals;
+use stats::{log_counters, log_measure_counters, log_stamp_delay, record_counters, sum_stamp_delay};
 
 // The configuration's burst limit is the size of the worker's fixed mbuf array.
 const _: () = assert!(MAX_BURST_SIZE as usize == MAX_BURST);
@@ -46,19 +52,6 @@ const METRICS_INTERVAL: Duration = Duration::from_millis(200);
 
 /// Time given to NIC tx rings to drain after the workers stopped, before the ports stop.
 const TX_DRAIN: Duration = Duration::from_millis(20);
-
-/// How often the TSC and NIC clock mappings are re-anchored on wall-clock time.
-const CALIBRATION_INTERVAL: Duration = Duration::from_secs(1);
-
-/// Idle ticks of NIC-clocked workers stay this far behind the TSC time (NIC and TSC clocks are
-/// only as close as their calibration: a lagging NIC clock must not make packets late).
-const NIC_IDLE_GUARD_NS: u64 = 1_000_000;
-
-/// Idle ticks of kernel-clocked workers stay this far behind the TSC time: a frame the kernel
-/// stamped may still sit in libpcap's ring, not yet readable (a TPACKET_V3 block is handed over
-/// when full or when its timer fires, a few ms), and an idle tick past its time would make it
-/// late. BENCHMARKS "W11 (third session)" has the waits measured here.
-const KERNEL_IDLE_GUARD_NS: u64 = 20_000_000;
 
 /// After the workers were told to stop, how long the control thread keeps harvesting before it
 /// gives up on a worker that does not finish.
@@ -93,48 +86,6 @@ pub struct RunSummary {
     pub overrun_epochs: u64,
     /// What the outputs gave up (one sentence), if anything: the run then exits non-zero.
     pub lost: Option<String>,
-}
-
-/// Counters of one port summed over its queues: rx as ingress, the rest as egress.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PortTotals {
-    /// Frames received on this port.
-    pub rx: u64,
-    /// Frames sent on this port.
-    pub tx: u64,
-    /// Extra tx bursts on this port because its ring was full.
-    pub tx_retries: u64,
-    /// Frames dropped because this port's tx ring stayed full.
-    pub tx_dropped: u64,
-    /// Frames this port could not transmit whole (too long for it, or chained beyond what it
-    /// sends).
-    pub oversize_dropped: u64,
-    /// Frames received on this port cut short or with a broken mbuf chain (never forwarded).
-    pub truncated_dropped: u64,
-}
-
-/// The clocks the workers read and the control thread calibrates.
-struct Clocks {
-    source: ClockSource,
-    tsc: ClockMap,
-    tsc_cal: Calibrator,
-    /// Per port (NIC source only): its map and calibrator.
-    nic: Option<[(ClockMap, Calibrator); 2]>,
-    trace: TraceTime,
-    field: Option<RxTimestampField>,
-    /// TSC source with a port that carries the kernel's receive time: the workers measure the
-    /// stamping delay.
-    stamp_delay: bool,
-    /// Kernel source, or the stamping delay measured: the kernel stamps each frame once as it
-    /// enters the receive path, while this lives (see [`dpdk::NetTimestamping`]).
-    _net_timestamping: Option<dpdk::NetTimestamping>,
-}
-
-/// Wall-clock now, in ns since the Unix epoch.
-fn wall_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// The core plan: the configuration's overrides, else the machine topology from hwloc.
@@ -447,13 +398,9 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         let abort = &abort;
         let measurement = match (&clocks, writers.get_mut(usize::from(q)).and_then(Option::take)) {
             (Some(c), Some(writer)) => {
-                let pipeline = Pipeline::new(
-                    config.packet_config(),
-                    writer,
-                    set.new_fridge_carry(),
-                    config.epochs.overrun,
-                )
-                .with_split(split.clone());
+                let pipeline =
+                    Pipeline::new(config.packet_config(), writer, set.new_carry(), config.epochs.overrun)
+                        .with_split(split.clone());
                 Some((pipeline, c))
             }
             _ => None,
@@ -562,167 +509,6 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         bail!("a worker lcore failed; see the log above");
     }
     Ok(RunSummary { reason, ports: totals, measured, stamp_delay, epochs, overrun_epochs, lost })
-}
-
-/// Sets up the configured clock; logs which one is used.
-fn setup_clocks(
-    config: &Config,
-    eal: &Eal,
-    ports: [&Port<'_>; 2],
-    field: Option<RxTimestampField>,
-    workers: u16,
-) -> anyhow::Result<Clocks> {
-    let tsc_hz = eal.tsc_hz() as f64;
-    let interval_ns = CALIBRATION_INTERVAL.as_nanos() as u64;
-    // Measured against CLOCK_REALTIME with narrow pairs, as every process on the host does, so
-    // that two points here map one TSC alike (issue 18); EAL's rate only bounds the measured
-    // one. If no narrow pair can be read, the nominal rate and one pair, as before.
-    let (tsc_cal, seg) = match Calibrator::measured(tsc_hz, interval_ns, host_tsc_pair, std::thread::sleep) {
-        Ok((cal, seg, check)) => {
-            info!(
-                measured_hz = check.measured_hz,
-                nominal_hz = check.nominal_hz,
-                disagreement_ns = check.disagreement_ns,
-                pair_width_ns = check.pair_width_ns,
-                "TSC mapped to CLOCK_REALTIME; a fresh pair checked against it"
-            );
-            (cal, seg)
-        }
-        Err(e) => {
-            warn!(error = %e, "TSC calibration against CLOCK_REALTIME failed: nominal rate, one pair");
-            Calibrator::start(dpdk::rdtsc(), wall_ns(), tsc_hz, interval_ns)
-        }
-    };
-    let mut clocks = Clocks {
-        source: config.clock.source,
-        tsc: ClockMap::new(seg),
-        tsc_cal,
-        nic: None,
-        trace: TraceTime::new(usize::from(workers)),
-        field,
-        stamp_delay: false,
-        _net_timestamping: None,
-    };
-    let live: Vec<&str> = config.ports.get_ref().iter().filter_map(|p| p.kernel_timestamp_iface()).collect();
-    match config.clock.source {
-        ClockSource::Trace => {
-            if field.is_none() {
-                bail!(
-                    "[clock] source = \"trace\" needs rx timestamps in the mbufs, and no driver registered \
-                     the timestamp field: use DPDK's pcap device (net_pcap) for trace replay"
-                );
-            }
-            info!(
-                clock = "trace",
-                unit = "µs from the pcap device, × 1000",
-                "packet clock: pcap record time"
-            );
-        }
-        ClockSource::Tsc => {
-            // Where a port delivers the kernel's receive time, the workers measure how late
-            // their TSC stamp is (issue 18).
-            clocks.stamp_delay = field.is_some() && !live.is_empty();
-            info!(
-                clock = "tsc",
-                tsc_hz,
-                recalibrate_s = CALIBRATION_INTERVAL.as_secs(),
-                stamp_delay_measured_on = ?live,
-                "packet clock: TSC, once per burst"
-            );
-        }
-        ClockSource::Kernel => {
-            if field.is_none() {
-                bail!(
-                    "[clock] source = \"kernel\" needs the kernel's receive time in the mbufs, and no \
-                     driver registered the timestamp field: use DPDK's pcap device on the interface \
-                     (`net_pcap0,iface=IF`)"
-                );
-            }
-            info!(
-                clock = "kernel",
-                interfaces = ?live,
-                resolution_ns = 1000,
-                idle_guard_ms = KERNEL_IDLE_GUARD_NS / 1_000_000,
-                "packet clock: the kernel's receive time (CLOCK_REALTIME) from the pcap device, in µs"
-            );
-        }
-        ClockSource::Nic => match nic_clocks(ports, field) {
-            Ok(maps) => {
-                info!(clock = "nic", "packet clock: NIC rx timestamps, calibrated with rte_eth_read_clock");
-                clocks.nic = Some(maps);
-            }
-            Err(why) => {
-                warn!(reason = %why, "packet clock: NIC timestamps unavailable, falling back to the TSC");
-                clocks.source = ClockSource::Tsc;
-            }
-        },
-    }
-    if clocks.source == ClockSource::Kernel || clocks.stamp_delay {
-        match dpdk::NetTimestamping::enable() {
-            Ok(t) => {
-                info!(
-                    "kernel receive timestamps taken once per frame as it enters the receive path (held on while the run lasts)"
-                );
-                clocks._net_timestamping = Some(t);
-            }
-            Err(e) => warn!(
-                error = %e,
-                "cannot turn the kernel's receive timestamping on: each packet socket stamps frames at its own read"
-            ),
-        }
-    }
-    Ok(clocks)
-}
-
-/// Calibrates each port's device clock against wall-clock time over a short interval.
-fn nic_clocks(
-    ports: [&Port<'_>; 2],
-    field: Option<RxTimestampField>,
-) -> Result<[(ClockMap, Calibrator); 2], String> {
-    if field.is_none() {
-        return Err("no driver registered the rx timestamp field".into());
-    }
-    for p in ports {
-        if !p.info().rx_timestamp_offload {
-            return Err(format!("port {} does not offer the rx timestamp offload", p.info().name));
-        }
-    }
-    let first: Vec<(u64, u64)> = ports
-        .iter()
-        .map(|p| p.read_clock().map(|c| (c, wall_ns())))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
-    std::thread::sleep(Duration::from_millis(100));
-    let mut out = Vec::with_capacity(2);
-    for (p, (raw0, wall0)) in ports.iter().zip(first) {
-        let raw1 = p.read_clock().map_err(|e| e.to_string())?;
-        let wall1 = wall_ns();
-        if raw1 <= raw0 || wall1 <= wall0 {
-            return Err(format!("port {}: the device clock does not advance", p.info().name));
-        }
-        let hz = (raw1 - raw0) as f64 * 1e9 / (wall1 - wall0) as f64;
-        let (cal, seg) = Calibrator::start(raw1, wall1, hz, CALIBRATION_INTERVAL.as_nanos() as u64);
-        out.push((ClockMap::new(seg), cal));
-    }
-    let mut it = out.into_iter();
-    match (it.next(), it.next()) {
-        (Some(a), Some(b)) => Ok([a, b]),
-        _ => Err("two ports needed".into()),
-    }
-}
-
-/// Worker `w`'s view of the clocks.
-fn packet_clock(c: &Clocks, w: usize) -> PacketClock<'_> {
-    match (c.source, c.field, &c.nic) {
-        (ClockSource::Trace, Some(field), _) => PacketClock::Trace { field, time: &c.trace, worker: w },
-        (ClockSource::Nic, Some(field), Some([a, b])) => {
-            PacketClock::Nic { field, ports: [&a.0, &b.0], tsc: &c.tsc, idle_guard_ns: NIC_IDLE_GUARD_NS }
-        }
-        (ClockSource::Kernel, Some(field), _) => {
-            PacketClock::Kernel { field, tsc: &c.tsc, idle_guard_ns: KERNEL_IDLE_GUARD_NS }
-        }
-        _ => PacketClock::Tsc { map: &c.tsc, kernel_field: c.field.filter(|_| c.stamp_delay) },
-    }
 }
 
 /// One direction of worker `queue`: rx queue `queue` of `rx`, tx queue `queue` of `tx`.
@@ -923,191 +709,4 @@ impl Control<'_, '_> {
             }
         }
     }
-}
-
-/// Logs per-port counters (ours and the device's), and per-queue ones when there are several
-/// queues or at the end. With `since`, also the rates since that report.
-fn log_counters(
-    label: &str,
-    ports: [&Port<'_>; 2],
-    counters: &[CachePadded<WorkerCounters>],
-    since: Option<(Instant, [PortTotals; 2])>,
-) -> [PortTotals; 2] {
-    let snapshots: Vec<[PathSnapshot; 2]> =
-        counters.iter().map(|c| [c.paths[0].snapshot(), c.paths[1].snapshot()]).collect();
-    let totals = port_totals(&snapshots);
-    let seconds = since.map(|(t, _)| t.elapsed().as_secs_f64()).filter(|s| *s > 0.0);
-    for (p, port) in ports.iter().enumerate() {
-        let t = totals[p];
-        let device = port.stats().unwrap_or_default();
-        let (rx_pps, tx_pps) = match (seconds, since) {
-            (Some(s), Some((_, before))) => {
-                ((t.rx - before[p].rx) as f64 / s, (t.tx - before[p].tx) as f64 / s)
-            }
-            _ => (0.0, 0.0),
-        };
-        info!(
-            label,
-            port = p,
-            name = %port.info().name,
-            rx = t.rx,
-            tx = t.tx,
-            tx_retries = t.tx_retries,
-            tx_dropped = t.tx_dropped,
-            oversize_dropped = t.oversize_dropped,
-            truncated_dropped = t.truncated_dropped,
-            dev_rx = device.rx_packets,
-            dev_tx = device.tx_packets,
-            dev_imissed = device.rx_missed,
-            dev_rx_nombuf = device.rx_nombuf,
-            dev_ierrors = device.rx_errors,
-            dev_oerrors = device.tx_errors,
-            rx_pps = rx_pps.round() as u64,
-            tx_pps = tx_pps.round() as u64,
-            "port counters"
-        );
-    }
-    if snapshots.len() > 1 || label == "final" {
-        for (q, snap) in snapshots.iter().enumerate() {
-            for (p, _) in ports.iter().enumerate() {
-                info!(
-                    label,
-                    port = p,
-                    queue = q,
-                    rx = snap[p].rx_packets,
-                    tx = snap[1 - p].tx_packets,
-                    tx_retries = snap[1 - p].tx_retries,
-                    tx_dropped = snap[1 - p].tx_dropped,
-                    oversize_dropped = snap[1 - p].oversize_dropped,
-                    truncated_dropped = snap[p].truncated_dropped,
-                    "queue counters"
-                );
-            }
-        }
-    }
-    totals
-}
-
-/// Per-port totals of the workers' path snapshots.
-fn port_totals(snapshots: &[[PathSnapshot; 2]]) -> [PortTotals; 2] {
-    let mut totals = [PortTotals::default(); 2];
-    for (p, total) in totals.iter_mut().enumerate() {
-        for snap in snapshots {
-            // Port p receives in direction p and transmits in the other direction.
-            let ingress = &snap[p];
-            let egress = &snap[1 - p];
-            total.rx += ingress.rx_packets;
-            total.truncated_dropped += ingress.truncated_dropped;
-            total.tx += egress.tx_packets;
-            total.tx_retries += egress.tx_retries;
-            total.tx_dropped += egress.tx_dropped;
-            total.oversize_dropped += egress.oversize_dropped;
-        }
-    }
-    totals
-}
-
-/// Stores the port counters (ours and the device's, as `log_counters` logs them) and the
-/// measurement counters summed over workers in the point's metrics.
-fn record_counters(
-    exposed: &Exposed,
-    ports: [&Port<'_>; 2],
-    counters: &[CachePadded<WorkerCounters>],
-    measure_counters: &[CachePadded<SharedCounters>],
-) {
-    let Some(m) = exposed.metrics() else { return };
-    let snapshots: Vec<[PathSnapshot; 2]> =
-        counters.iter().map(|c| [c.paths[0].snapshot(), c.paths[1].snapshot()]).collect();
-    for (p, (t, port)) in port_totals(&snapshots).iter().zip(ports).enumerate() {
-        let name = port.info().name.clone();
-        let id = p.to_string();
-        let l = [("port", id.as_str()), ("name", name.as_str())];
-        m.set("wirelat_port_rx_frames", &l, t.rx);
-        m.set("wirelat_port_tx_frames", &l, t.tx);
-        m.set("wirelat_port_tx_retries", &l, t.tx_retries);
-        for (reason, n) in
-            [("tx_full", t.tx_dropped), ("oversize", t.oversize_dropped), ("truncated", t.truncated_dropped)]
-        {
-            m.set("wirelat_port_dropped_frames", &[l[0], l[1], ("reason", reason)], n);
-        }
-        let d = port.stats().unwrap_or_default();
-        for (counter, n) in [
-            ("rx", d.rx_packets),
-            ("tx", d.tx_packets),
-            ("imissed", d.rx_missed),
-            ("rx_nombuf", d.rx_nombuf),
-            ("ierrors", d.rx_errors),
-            ("oerrors", d.tx_errors),
-        ] {
-            m.set("wirelat_port_device_frames", &[l[0], l[1], ("counter", counter)], n);
-        }
-    }
-    let mut total = CounterSnapshot::default();
-    for c in measure_counters {
-        total.add(&c.snapshot());
-    }
-    exposed.record_measure(&total);
-}
-
-/// Logs the measurement counters per worker (when several) and in total; returns the total.
-fn log_measure_counters(label: &str, counters: &[CachePadded<SharedCounters>]) -> CounterSnapshot {
-    let mut total = CounterSnapshot::default();
-    for (q, c) in counters.iter().enumerate() {
-        let s = c.snapshot();
-        if counters.len() > 1 {
-            log_snapshot(label, Some(q), &s);
-        }
-        total.add(&s);
-    }
-    log_snapshot(label, None, &total);
-    total
-}
-
-/// The workers' stamping delays summed.
-fn sum_stamp_delay(delays: &[CachePadded<SharedStampDelay>]) -> StampDelay {
-    let mut total = StampDelay::default();
-    for d in delays {
-        total.add(&d.snapshot());
-    }
-    total
-}
-
-/// Logs the stamping delay over all workers (one line) and returns it.
-fn log_stamp_delay(label: &str, delays: &[CachePadded<SharedStampDelay>]) -> StampDelay {
-    let d = sum_stamp_delay(delays);
-    info!(
-        label,
-        packets = d.count,
-        mean_ns = d.mean_ns().map_or(0, |m| m.round() as u64),
-        p50_below_ns = d.quantile_upper_ns(0.5).unwrap_or(0),
-        p99_below_ns = d.quantile_upper_ns(0.99).unwrap_or(0),
-        max_ns = d.max_ns,
-        negative = d.negative,
-        max_negative_ns = d.max_negative_ns,
-        "stamping delay (TSC stamp − kernel receive time, 1 µs resolution)"
-    );
-    d
-}
-
-fn log_snapshot(label: &str, worker: Option<usize>, s: &CounterSnapshot) {
-    info!(
-        label,
-        worker,
-        frames = s.frames,
-        measured = s.measured,
-        skipped_arp = s.arp,
-        skipped_unknown_ethertype = s.unknown_ethertype,
-        skipped_fragment = s.fragment,
-        skipped_truncated = s.truncated,
-        skipped_malformed = s.malformed,
-        skipped_encapsulation = s.encapsulation,
-        untimed = s.untimed,
-        late = s.late,
-        overrun_epochs = s.overrun_epochs,
-        overrun_packets = s.overrun_packets,
-        waits = s.waits,
-        split_neither = s.split_neither,
-        split_both = s.split_both,
-        "measure counters"
-    );
 }

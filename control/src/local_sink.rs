@@ -148,8 +148,27 @@ mod tests {
             fingerprint: 7,
             complete: true,
             body: Vec::new(),
-            summary: serde_json::json!({}),
+            summary: crate::sink::Summary::Simulated { simulated: true },
         }
+    }
+
+    /// The line of a typed summary is the one the `json!` summaries gave: message fields in
+    /// struct order, the summary's keys sorted (`body_bytes` and `shards` among the synopsis's
+    /// own), a simulated point's summary `{"simulated":true}`.
+    #[test]
+    fn summaries_are_written_with_sorted_keys() {
+        use crate::sink::{Harvested, Summary, SynopsisSummary};
+        let mut m = message(3);
+        m.kind = SynopsisKind::Lda;
+        m.segment = 11;
+        let mut h = Harvested::new(2, SynopsisSummary::Lda { direction: "reverse", measured: 5, packets: 4 });
+        h.body_bytes = 36;
+        m.summary = Summary::Harvested(h);
+        assert_eq!(
+            serde_json::to_string(&m).unwrap(),
+            r#"{"point":1,"segment":11,"epoch":3,"epoch_len_ns":1000000,"kind":"lda","fingerprint":7,"complete":true,"summary":{"body_bytes":36,"direction":"reverse","measured":5,"packets":4,"shards":2}}"#
+        );
+        assert!(serde_json::to_string(&message(0)).unwrap().ends_with(r#""summary":{"simulated":true}}"#));
     }
 
     fn write_epochs(path: &str, epochs: std::ops::Range<u64>) {

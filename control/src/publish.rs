@@ -7,7 +7,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
 use thiserror::Error;
 use tracing::warn;
 use wirelat_dataplane::packet::PacketConfig;
@@ -17,7 +16,9 @@ use wirelat_dataplane::synopsis::fridge;
 use wirelat_dataplane::synopsis::{ConfigError, Synopsis, SynopsisConfig, SynopsisKind};
 
 use crate::colate_archive::{ArchiveError, ArchiveHeader, ArchiveWriter};
-use crate::sink::{EpochMessage, EpochSink, LOCAL_SEGMENT};
+use crate::sink::{
+    EpochMessage, EpochSink, Harvested, LOCAL_SEGMENT, MeasuredBoth, Summary, SynopsisSummary,
+};
 use crate::synopses::peer_fingerprint_of;
 
 /// Who measured: the point id and the segment id of each direction.
@@ -181,7 +182,10 @@ impl Publisher {
     ) -> Result<(), PublishError> {
         self.counters.epochs += 1;
         let mut first_error = None;
-        if let Some(f) = &merged.fridge {
+        // Destructured so that a synopsis added to the list fails to compile here until it is
+        // published (a summary and a delivery), instead of being silently dropped.
+        let EpochSynopses { forward, reverse, fridge } = merged;
+        if let Some(f) = fridge {
             let report = fridge::estimate(f);
             match &mut self.whole_run_fridge {
                 None => self.whole_run_fridge = Some(f.clone()),
@@ -192,39 +196,45 @@ impl Publisher {
                     }
                 }
             }
-            let summary = json!({
-                "shards": shards,
-                "measured": { "forward": merged.forward.measured, "reverse": merged.reverse.measured },
-                "ignored_exchanges": f.ignored_exchanges(),
-                "report": report,
-            });
+            let summary = Harvested::new(
+                shards,
+                SynopsisSummary::Fridge {
+                    measured: MeasuredBoth { forward: forward.measured, reverse: reverse.measured },
+                    ignored_exchanges: f.ignored_exchanges(),
+                    report: Box::new(report),
+                },
+            );
             self.deliver(epoch, LOCAL_SEGMENT, f, complete, summary);
         }
-        for d in Direction::BOTH {
+        for (d, dir) in [(Direction::Forward, forward), (Direction::Reverse, reverse)] {
             let segment = self.ids.segment(d);
-            let dir: &mut DirectionSynopses = merged.direction_mut(d);
-            let measured = dir.measured;
-            if let Some(s) = &dir.lda {
-                let summary = json!({
-                    "direction": d.name(), "shards": shards, "measured": measured,
-                    "packets": s.total_packets(),
-                });
+            let DirectionSynopses { lda, lds, rda, colate, measured } = dir;
+            let measured = *measured;
+            if let Some(s) = lda {
+                let summary = Harvested::new(
+                    shards,
+                    SynopsisSummary::Lda { direction: d.name(), measured, packets: s.total_packets() },
+                );
                 self.deliver(epoch, segment, s, complete, summary);
             }
-            if let Some(s) = &dir.lds {
-                let summary = json!({
-                    "direction": d.name(), "shards": shards, "measured": measured,
-                    "flows": s.flows().len(),
-                    "unrecorded_packets": s.flows().unrecorded_packets(),
-                    "overflowed_cells": s.overflowed_cells(),
-                });
+            if let Some(s) = lds {
+                let summary = Harvested::new(
+                    shards,
+                    SynopsisSummary::Lds {
+                        direction: d.name(),
+                        measured,
+                        flows: s.flows().len(),
+                        unrecorded_packets: s.flows().unrecorded_packets(),
+                        overflowed_cells: s.overflowed_cells(),
+                    },
+                );
                 self.deliver(epoch, segment, s, complete, summary);
             }
-            if let Some(s) = &mut dir.rda {
-                let summary = json!({
-                    "direction": d.name(), "shards": shards, "measured": measured,
-                    "counters": s.counters(),
-                });
+            if let Some(s) = rda {
+                let summary = Harvested::new(
+                    shards,
+                    SynopsisSummary::Rda { direction: d.name(), measured, counters: *s.counters() },
+                );
                 // Encode first: a late-binding value's signature comes from the cache. Retain
                 // the cache before the epoch goes out: a network sink sends at once, and the peer
                 // may ask for this epoch's timestamps as soon as it has both points' copies — a
@@ -238,15 +248,19 @@ impl Publisher {
                 self.counters.rda_caches += 1;
                 self.send(&msg);
             }
-            if let Some(s) = &dir.colate {
+            if let Some(s) = colate {
                 let closed = self.add_colate_window(d, epoch, s);
-                let summary = json!({
-                    "direction": d.name(), "shards": shards, "measured": measured,
-                    "packets": s.packets(),
-                    "total_ticks": s.total_ticks().to_string(),
-                    "counters_wrapped": s.counters_wrapped(),
-                    "closed_counter_epochs": closed.as_ref().map_or(0, |n| *n),
-                });
+                let summary = Harvested::new(
+                    shards,
+                    SynopsisSummary::Colate {
+                        direction: d.name(),
+                        measured,
+                        packets: s.packets(),
+                        total_ticks: s.total_ticks().to_string(),
+                        counters_wrapped: s.counters_wrapped(),
+                        closed_counter_epochs: closed.as_ref().map_or(0, |n| *n),
+                    },
+                );
                 if let Err(e) = closed {
                     first_error.get_or_insert(e);
                 }
@@ -276,7 +290,7 @@ impl Publisher {
         }
     }
 
-    fn deliver<S: Synopsis>(&mut self, epoch: u64, segment: u32, s: &S, complete: bool, summary: Value) {
+    fn deliver<S: Synopsis>(&mut self, epoch: u64, segment: u32, s: &S, complete: bool, summary: Harvested) {
         let msg = self.message(epoch, segment, s, complete, summary);
         self.send(&msg);
     }
@@ -288,12 +302,10 @@ impl Publisher {
         segment: u32,
         s: &S,
         complete: bool,
-        mut summary: Value,
+        mut summary: Harvested,
     ) -> EpochMessage {
         let body = s.encode();
-        if let Some(obj) = summary.as_object_mut() {
-            obj.insert("body_bytes".into(), json!(body.len()));
-        }
+        summary.body_bytes = body.len();
         let msg = EpochMessage {
             point: self.ids.point,
             segment,
@@ -303,7 +315,7 @@ impl Publisher {
             fingerprint: peer_fingerprint_of(s, &self.packet),
             complete,
             body,
-            summary,
+            summary: Summary::Harvested(summary),
         };
         self.counters.messages += 1;
         self.counters.body_bytes += msg.body.len() as u64;
@@ -392,12 +404,12 @@ pub fn colate_archive_path(dir: &Path, point: u32, segment: u32) -> PathBuf {
     dir.join(format!("colate-point{point}-segment{segment}.archive"))
 }
 
-/// The kinds a point publishes, with the segment of each message: the fridge on
-/// [`LOCAL_SEGMENT`], every two-point synopsis on both directions' segments.
+/// The kinds a point publishes, with the segment of each message: a one-point synopsis (the
+/// fridge) on [`LOCAL_SEGMENT`], every two-point synopsis on both directions' segments.
 pub fn planned_messages(ids: &PointIds, set: &SynopsisSet) -> Vec<(SynopsisKind, u32)> {
     let mut v = Vec::new();
     for k in set.kinds() {
-        if k == SynopsisKind::Fridge {
+        if !k.is_two_point() {
             v.push((k, LOCAL_SEGMENT));
         } else {
             v.push((k, ids.forward_segment));

@@ -6,9 +6,10 @@
 //! thread: they must not block it for long (a network sink queues and ships from its own
 //! thread). Nothing here sees a packet.
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use wirelat_dataplane::synopsis::SynopsisKind;
-use wirelat_dataplane::synopsis::rda::TimestampCache;
+use wirelat_dataplane::synopsis::fridge::FridgeReport;
+use wirelat_dataplane::synopsis::rda::{RdaCounters, TimestampCache};
 
 /// Segment number used for single-point synopses (the fridge), which belong to no segment.
 pub const LOCAL_SEGMENT: u32 = 0;
@@ -34,9 +35,123 @@ pub struct EpochMessage {
     /// `Synopsis::encode()` of the merged synopsis (header and body).
     #[serde(skip)]
     pub body: Vec<u8>,
-    /// Per-epoch counters and, for the fridge, its distributions, as a JSON object: what the
-    /// local JSON-lines sink prints for this synopsis.
-    pub summary: serde_json::Value,
+    /// Per-epoch counters and, for the fridge, its distributions: what the local JSON-lines
+    /// sink prints for this synopsis. Written with its keys sorted at every depth, as when it
+    /// was a JSON object ([`sorted_keys`]).
+    #[serde(serialize_with = "sorted_keys")]
+    pub summary: Summary,
+}
+
+/// Serialises `v` through a `serde_json::Value`, whose objects are sorted maps (serde_json is
+/// built without `preserve_order`): the summary's keys come out sorted at every depth, as the
+/// JSON lines have always had them, whatever the field order of the types inside (the
+/// fridge's report among them).
+fn sorted_keys<T: Serialize, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    serde_json::to_value(v).map_err(serde::ser::Error::custom)?.serialize(s)
+}
+
+/// The summary of one message (see [`EpochMessage::summary`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Summary {
+    /// A harvested epoch of one synopsis.
+    Harvested(Harvested),
+    /// A simulated point's message: no harvest behind it.
+    Simulated {
+        /// Always true.
+        simulated: bool,
+    },
+}
+
+/// The summary of a harvested epoch: how it was merged and encoded, and the synopsis's own
+/// counters.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Harvested {
+    /// Worker shards merged into it.
+    pub shards: usize,
+    /// Length of the encoded body.
+    pub body_bytes: usize,
+    /// The synopsis's counters.
+    #[serde(flatten)]
+    pub synopsis: SynopsisSummary,
+}
+
+impl Harvested {
+    /// The summary of a synopsis merged from `shards` shards; `body_bytes` is filled in when
+    /// it is encoded.
+    pub fn new(shards: usize, synopsis: SynopsisSummary) -> Self {
+        Self { shards, body_bytes: 0, synopsis }
+    }
+}
+
+/// Per-synopsis counters of one harvested epoch.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum SynopsisSummary {
+    /// The fridge (both directions) and its distributions.
+    Fridge {
+        /// Packets measured per direction.
+        measured: MeasuredBoth,
+        /// Exchanges of kinds that are not measured.
+        ignored_exchanges: u64,
+        /// The epoch's estimates.
+        report: Box<FridgeReport>,
+    },
+    /// LDA of one direction.
+    Lda {
+        /// "forward" or "reverse".
+        direction: &'static str,
+        /// Packets the direction measured.
+        measured: u64,
+        /// Packets in the synopsis.
+        packets: u64,
+    },
+    /// LDS of one direction.
+    Lds {
+        /// "forward" or "reverse".
+        direction: &'static str,
+        /// Packets the direction measured.
+        measured: u64,
+        /// Flows in its flow log.
+        flows: usize,
+        /// Packets of flows the log could not record.
+        unrecorded_packets: u64,
+        /// Cells whose counters overflowed.
+        overflowed_cells: usize,
+    },
+    /// RDA of one direction.
+    Rda {
+        /// "forward" or "reverse".
+        direction: &'static str,
+        /// Packets the direction measured.
+        measured: u64,
+        /// The synopsis's counters.
+        counters: RdaCounters,
+    },
+    /// A COLATE window of one direction.
+    Colate {
+        /// "forward" or "reverse".
+        direction: &'static str,
+        /// Packets the direction measured.
+        measured: u64,
+        /// Packets in the window.
+        packets: u64,
+        /// Σ ticks, as a decimal string (it may exceed what JSON numbers hold exactly).
+        total_ticks: String,
+        /// A counter wrapped.
+        counters_wrapped: bool,
+        /// Counter epochs this window closed.
+        closed_counter_epochs: u64,
+    },
+}
+
+/// Packets measured per direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct MeasuredBoth {
+    /// Forward.
+    pub forward: u64,
+    /// Reverse.
+    pub reverse: u64,
 }
 
 /// Receives harvested epochs.

@@ -10,116 +10,32 @@
 //!
 //! A missing table means that synopsis is off.
 
-use serde::{Deserialize, Serialize};
-use wirelat_dataplane::packet::PacketConfig;
-use wirelat_dataplane::synopsis::colate::ColateConfig;
 use wirelat_dataplane::synopsis::colate::coverage::ColateConfigKeys;
-use wirelat_dataplane::synopsis::fridge::FridgeConfig;
-use wirelat_dataplane::synopsis::lda::LdaConfig;
-use wirelat_dataplane::synopsis::lds::LdsConfig;
-use wirelat_dataplane::synopsis::rda::RdaConfig;
-use wirelat_dataplane::synopsis::{ConfigError, Synopsis, SynopsisConfig, SynopsisKind};
 
-/// The synopses a point runs (each `None` = off).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SynopsesConfig {
-    /// Request→response delay distributions at this point.
-    pub fridge: Option<FridgeConfig>,
-    /// Segment mean/std-dev with loss.
-    pub lda: Option<LdaConfig>,
-    /// Per-flow mean one-way delay.
-    pub lds: Option<LdsConfig>,
-    /// Exact mean despite loss and reordering.
-    pub rda: Option<RdaConfig>,
-    /// Per-flow latency without timestamps. Written as [`ColateConfigKeys`]: `cells_per_flow`
-    /// may be derived from the configured load (coverage sizing); the derived m is logged.
-    #[serde(default, deserialize_with = "colate_from_keys")]
-    pub colate: Option<ColateConfig>,
-}
+/// The `[synopses.*]` tables: the data plane's [`SynopsisSet`], generated from the one list of
+/// synopses ([`wirelat_dataplane::with_synopses!`]) with its fingerprints.
+///
+/// [`SynopsisSet`]: wirelat_dataplane::synopsis::SynopsisSet
+pub type SynopsesConfig = wirelat_dataplane::synopsis::SynopsisSet;
 
-impl SynopsesConfig {
-    /// Validates every enabled synopsis.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if let Some(c) = &self.fridge {
-            c.validate()?;
-        }
-        if let Some(c) = &self.lda {
-            c.validate()?;
-        }
-        if let Some(c) = &self.lds {
-            c.validate()?;
-        }
-        if let Some(c) = &self.rda {
-            c.validate()?;
-        }
-        if let Some(c) = &self.colate {
-            c.validate()?;
-        }
-        Ok(())
+pub use wirelat_dataplane::synopsis::registry::{peer_fingerprint, peer_fingerprint_of};
+
+/// Logs what `[synopses.colate]` derived, if its table in `text` (a config file that parsed)
+/// gives the load instead of `cells_per_flow`: every program that reads the table derives the
+/// same m (the fingerprint covers it), and the operator sees which.
+pub fn log_derived(text: &str) {
+    #[derive(serde::Deserialize)]
+    struct File {
+        synopses: Option<Synopses>,
     }
-
-    /// The enabled synopses and the fingerprints the peer checks, in kind order (what operators
-    /// compare between two points, what a point's hello lists and what every epoch message
-    /// carries).
-    ///
-    /// A fridge's is its configuration's fingerprint. A two-point synopsis's also covers
-    /// `packet`'s identity settings ([`PacketConfig::identity_fingerprint`]): its two points
-    /// pair packets by identity and flow hash, so two points that hash differently would pair
-    /// nothing and report near-total loss. With the settings in the fingerprint the peer
-    /// refuses them instead.
-    pub fn fingerprints(&self, packet: &PacketConfig) -> Vec<(SynopsisKind, u64)> {
-        let mut v = Vec::new();
-        let mut push = |kind, config_fingerprint| {
-            v.push((kind, peer_fingerprint(kind, config_fingerprint, packet)));
-        };
-        if let Some(c) = &self.fridge {
-            push(SynopsisKind::Fridge, c.fingerprint());
-        }
-        if let Some(c) = &self.lda {
-            push(SynopsisKind::Lda, c.fingerprint());
-        }
-        if let Some(c) = &self.lds {
-            push(SynopsisKind::Lds, c.fingerprint());
-        }
-        if let Some(c) = &self.rda {
-            push(SynopsisKind::Rda, c.fingerprint());
-        }
-        if let Some(c) = &self.colate {
-            push(SynopsisKind::Colate, c.fingerprint());
-        }
-        v
+    #[derive(serde::Deserialize)]
+    struct Synopses {
+        colate: Option<ColateConfigKeys>,
     }
-
-    /// The fingerprint the peer checks for one enabled synopsis (see [`Self::fingerprints`]).
-    pub fn fingerprint_of(&self, kind: SynopsisKind, packet: &PacketConfig) -> Option<u64> {
-        self.fingerprints(packet).into_iter().find(|(k, _)| *k == kind).map(|(_, f)| f)
-    }
-
-    /// True when `kind` is enabled.
-    pub fn enables(&self, kind: SynopsisKind) -> bool {
-        match kind {
-            SynopsisKind::Fridge => self.fridge.is_some(),
-            SynopsisKind::Lda => self.lda.is_some(),
-            SynopsisKind::Lds => self.lds.is_some(),
-            SynopsisKind::Rda => self.rda.is_some(),
-            SynopsisKind::Colate => self.colate.is_some(),
-        }
-    }
-
-    /// True when no synopsis is enabled (forward-only).
-    pub fn is_empty(&self) -> bool {
-        !SynopsisKind::ALL.into_iter().any(|k| self.enables(k))
-    }
-}
-
-/// Reads `[synopses.colate]` as written ([`ColateConfigKeys`]) and derives m where the table
-/// gives the load instead of `cells_per_flow`, logging what was derived (every program that
-/// reads the table derives the same m, and the fingerprint covers it).
-fn colate_from_keys<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<ColateConfig>, D::Error> {
-    let Some(keys) = Option::<ColateConfigKeys>::deserialize(d)? else { return Ok(None) };
-    let (cfg, sizing) = keys.resolve().map_err(serde::de::Error::custom)?;
-    if let Some(s) = sizing {
+    let Ok(File { synopses: Some(Synopses { colate: Some(keys) }) }) = toml::from_str::<File>(text) else {
+        return;
+    };
+    if let Ok((_, Some(s))) = keys.resolve() {
         tracing::info!(
             cells_per_flow = s.cells_per_flow,
             spoiled_packets_per_window = s.spoiled_packets,
@@ -133,32 +49,15 @@ fn colate_from_keys<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Col
             "colate: cells_per_flow derived from the configured load"
         );
     }
-    Ok(Some(cfg))
-}
-
-/// The fingerprint the peer checks for synopsis `s` at a point with packet settings `packet`:
-/// what every epoch message carries ([`peer_fingerprint`] of its kind and configuration).
-pub fn peer_fingerprint_of<S: Synopsis>(s: &S, packet: &PacketConfig) -> u64 {
-    peer_fingerprint(S::Config::KIND, s.config().fingerprint(), packet)
-}
-
-/// The fingerprint the peer checks for a `kind` synopsis whose configuration fingerprint is
-/// `config_fingerprint`, at a point with packet settings `packet` (see
-/// [`SynopsesConfig::fingerprints`]): the configuration's own for the fridge, which pairs
-/// packets at one point; for a two-point synopsis, xxh3 of it and the packet identity's.
-pub fn peer_fingerprint(kind: SynopsisKind, config_fingerprint: u64, packet: &PacketConfig) -> u64 {
-    if kind == SynopsisKind::Fridge {
-        return config_fingerprint;
-    }
-    let mut bytes = [0u8; 16];
-    bytes[..8].copy_from_slice(&config_fingerprint.to_le_bytes());
-    bytes[8..].copy_from_slice(&packet.identity_fingerprint().to_le_bytes());
-    xxhash_rust::xxh3::xxh3_64(&bytes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize;
+    use wirelat_dataplane::packet::PacketConfig;
+    use wirelat_dataplane::synopsis::lda::LdaConfig;
+    use wirelat_dataplane::synopsis::{SynopsisConfig, SynopsisKind};
 
     #[test]
     fn empty_tables_mean_forward_only() {

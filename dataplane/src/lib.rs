@@ -14,6 +14,7 @@
 #![deny(unsafe_code)]
 
 pub mod clock;
+pub mod counters;
 #[path = "dpdk/cpu.rs"]
 #[allow(unsafe_code)]
 pub mod cpu;

@@ -159,53 +159,26 @@ pub struct WorkerSettings {
     pub idle_sleep: std::time::Duration,
 }
 
-/// Counters of one direction of one worker. Written only by that worker (relaxed load+store,
-/// no atomic read-modify-write), read by the main lcore with relaxed loads.
-#[derive(Debug, Default)]
-pub struct PathCounters {
-    /// Frames received on the ingress port's queue.
-    pub rx_packets: AtomicU64,
-    /// Frames the egress port's queue accepted.
-    pub tx_packets: AtomicU64,
-    /// Extra tx bursts issued because the egress ring was full.
-    pub tx_retries: AtomicU64,
-    /// Frames freed because the egress ring stayed full after every retry.
-    pub tx_dropped: AtomicU64,
-    /// Multi-segment frames freed because the egress port cannot transmit them whole.
-    pub oversize_dropped: AtomicU64,
-    /// Frames freed because they arrived cut short (longer than the ingress's ring frames) or
-    /// with a broken mbuf chain: never forwarded as if whole, never measured.
-    pub truncated_dropped: AtomicU64,
-}
-
-/// A plain copy of [`PathCounters`].
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct PathSnapshot {
-    /// See [`PathCounters::rx_packets`].
-    pub rx_packets: u64,
-    /// See [`PathCounters::tx_packets`].
-    pub tx_packets: u64,
-    /// See [`PathCounters::tx_retries`].
-    pub tx_retries: u64,
-    /// See [`PathCounters::tx_dropped`].
-    pub tx_dropped: u64,
-    /// See [`PathCounters::oversize_dropped`].
-    pub oversize_dropped: u64,
-    /// See [`PathCounters::truncated_dropped`].
-    pub truncated_dropped: u64,
-}
-
-impl PathCounters {
-    /// Reads every counter (relaxed: each value is exact, the set is not a single instant).
-    pub fn snapshot(&self) -> PathSnapshot {
-        PathSnapshot {
-            rx_packets: self.rx_packets.load(Ordering::Relaxed),
-            tx_packets: self.tx_packets.load(Ordering::Relaxed),
-            tx_retries: self.tx_retries.load(Ordering::Relaxed),
-            tx_dropped: self.tx_dropped.load(Ordering::Relaxed),
-            oversize_dropped: self.oversize_dropped.load(Ordering::Relaxed),
-            truncated_dropped: self.truncated_dropped.load(Ordering::Relaxed),
-        }
+crate::counter_set! {
+    /// A plain copy of [`PathCounters`].
+    pub struct PathSnapshot;
+    /// Counters of one direction of one worker. Written only by that worker (relaxed load+store,
+    /// no atomic read-modify-write), read by the main lcore with relaxed loads.
+    pub atomic struct PathCounters;
+    {
+        /// Frames received on the ingress port's queue.
+        rx_packets => rx_packets,
+        /// Frames the egress port's queue accepted.
+        tx_packets => tx_packets,
+        /// Extra tx bursts issued because the egress ring was full.
+        tx_retries => tx_retries,
+        /// Frames freed because the egress ring stayed full after every retry.
+        tx_dropped => tx_dropped,
+        /// Multi-segment frames freed because the egress port cannot transmit them whole.
+        oversize_dropped => oversize_dropped,
+        /// Frames freed because they arrived cut short (longer than the ingress's ring frames)
+        /// or with a broken mbuf chain: never forwarded as if whole, never measured.
+        truncated_dropped => truncated_dropped,
     }
 }
 

@@ -317,6 +317,7 @@ impl PeerConfig {
             }
         })?;
         cfg.validate(path)?;
+        crate::synopses::log_derived(text);
         Ok(cfg)
     }
 
@@ -360,9 +361,7 @@ impl PeerConfig {
                 }
             }
         }
-        let two_point = [SynopsisKind::Lda, SynopsisKind::Lds, SynopsisKind::Rda, SynopsisKind::Colate]
-            .into_iter()
-            .any(|k| self.synopses.enables(k));
+        let two_point = SynopsisKind::ALL.into_iter().any(|k| k.is_two_point() && self.synopses.enables(k));
         if two_point && self.segments.is_empty() {
             return bad("segment", "two-point synopses are enabled but no [[segment]] is configured".into());
         }

@@ -12,9 +12,11 @@
 //! - fridge: one `fridge_quantiles` record per exchange kind.
 
 use super::config::SegmentInfo;
-use crate::report::records::{json, record_with};
+use crate::report::line::{
+    ColateSummary, EpochSummary, FlowLine, FlowResult, FridgeLine, LdaLoss, LdsLoss, Line, RdaDuplicates,
+    RdaLoss, RdaProcess, RdaReconciliation, RdaReportLine, SegmentLine, SegmentResult, SegmentSides, Side,
+};
 use crate::synopses::SynopsesConfig;
-use serde_json::{Value, json};
 use std::collections::HashMap;
 use wirelat_dataplane::packet::{Encap, ExchangeKind, FlowKey};
 use wirelat_dataplane::synopsis::colate::{self, Colate, CounterEpoch, LatencyFloor, QueryOptions, Segment};
@@ -22,47 +24,18 @@ use wirelat_dataplane::synopsis::estimate::{Estimate, Measured, NoEstimate};
 use wirelat_dataplane::synopsis::fridge::{self, FridgeSynopsis};
 use wirelat_dataplane::synopsis::lda::{self, Lda};
 use wirelat_dataplane::synopsis::lds::{self, FlowEntry, Lds};
-use wirelat_dataplane::synopsis::rda::{Rda, RdaReport};
-use wirelat_dataplane::synopsis::{Synopsis, SynopsisKind};
+use wirelat_dataplane::synopsis::rda::RdaReport;
+use wirelat_dataplane::synopsis::{Registered, Synopsis, SynopsisKind};
 use wirelat_records::Point;
-use wirelat_records::{FlowEncap, FlowId, FlowRecord, FridgeRecord, QuantilePoint, Record, SegmentRecord};
+use wirelat_records::{FlowEncap, FlowId, FlowRecord, FridgeRecord, QuantilePoint, SegmentRecord};
 
-/// A decoded epoch synopsis.
-#[derive(Clone, Debug)]
-pub enum Decoded {
-    /// Fridge.
-    Fridge(Box<FridgeSynopsis>),
-    /// LDA.
-    Lda(Box<Lda>),
-    /// LDS.
-    Lds(Box<Lds>),
-    /// RDA.
-    Rda(Box<Rda>),
-    /// COLATE window.
-    Colate(Box<Colate>),
-}
+/// A decoded epoch synopsis (one variant per synopsis of the registry).
+pub use wirelat_dataplane::synopsis::AnySynopsis as Decoded;
 
 /// Decodes `bytes` as a `kind` synopsis of the collector's configuration (the fingerprint in
 /// the encoding is checked against it).
 pub fn decode(cfg: &SynopsesConfig, kind: SynopsisKind, bytes: &[u8]) -> Result<Decoded, String> {
-    let off = || format!("{kind} is not enabled in this collector's [synopses]");
-    let r = match kind {
-        SynopsisKind::Fridge => FridgeSynopsis::decode(cfg.fridge.as_ref().ok_or_else(off)?, bytes)
-            .map(|s| Decoded::Fridge(Box::new(s))),
-        SynopsisKind::Lda => {
-            Lda::decode(cfg.lda.as_ref().ok_or_else(off)?, bytes).map(|s| Decoded::Lda(Box::new(s)))
-        }
-        SynopsisKind::Lds => {
-            Lds::decode(cfg.lds.as_ref().ok_or_else(off)?, bytes).map(|s| Decoded::Lds(Box::new(s)))
-        }
-        SynopsisKind::Rda => {
-            Rda::decode(cfg.rda.as_ref().ok_or_else(off)?, bytes).map(|s| Decoded::Rda(Box::new(s)))
-        }
-        SynopsisKind::Colate => {
-            Colate::decode(cfg.colate.as_ref().ok_or_else(off)?, bytes).map(|s| Decoded::Colate(Box::new(s)))
-        }
-    };
-    r.map_err(|e| e.to_string())
+    Decoded::decode(cfg, kind, bytes).map_err(|e| e.to_string())
 }
 
 /// The latest numbers of a segment estimate, for the metrics.
@@ -81,32 +54,33 @@ pub struct Latest {
 /// The records of one group and what the metrics need.
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {
-    /// The JSON lines.
-    pub lines: Vec<Value>,
+    /// The records, typed (the sink writes them as JSON).
+    pub lines: Vec<Line>,
     /// Segment numbers, when the group has them.
     pub latest: Option<Latest>,
-    /// "ok", or the reason the mean is missing.
-    pub estimate: String,
+    /// The `outcome` label of the estimates metric: "ok", or the reason the mean is missing
+    /// ([`NoEstimate::reason`], or the group's own: "config_mismatch", "malformed", ...).
+    pub estimate: &'static str,
     /// The fridge's quantiles per exchange kind (the metrics' gauges), as in its records.
     pub quantiles: Vec<(ExchangeKind, Vec<QuantilePoint>)>,
 }
 
-fn outcome_of(m: &Measured<Estimate>) -> String {
+fn outcome_of(m: &Measured<Estimate>) -> &'static str {
     match m {
-        Ok(_) => "ok".into(),
-        Err(e) => e.reason().into(),
+        Ok(_) => "ok",
+        Err(e) => e.reason(),
     }
 }
 
-/// Extra keys every segment-scoped record carries.
-fn segment_extras(seg: &SegmentInfo, complete: bool, absent: &[&str]) -> Vec<(&'static str, Value)> {
-    vec![
-        ("segment", json!(seg.id)),
-        ("upstream", json!(seg.upstream)),
-        ("downstream", json!(seg.downstream)),
-        ("complete", json!(complete)),
-        ("absent", json!(absent)),
-    ]
+/// The keys every segment-scoped record carries.
+fn segment_sides(seg: &SegmentInfo, sides: Sides<'_>) -> SegmentSides {
+    SegmentSides {
+        segment: seg.id,
+        upstream: seg.upstream,
+        downstream: seg.downstream,
+        complete: sides.complete,
+        absent: sides.absent.to_vec(),
+    }
 }
 
 /// How the two sides of a group arrived.
@@ -114,43 +88,85 @@ fn segment_extras(seg: &SegmentInfo, complete: bool, absent: &[&str]) -> Vec<(&'
 pub struct Sides<'a> {
     /// Both points' epochs complete (no worker skipped them).
     pub complete: bool,
-    /// Which side had no synopsis (no packets there): "upstream" / "downstream".
-    pub absent: &'a [&'a str],
+    /// Which side had no synopsis (no packets there).
+    pub absent: &'a [Side],
+}
+
+/// What a segment group's estimate needs besides the two points' synopses.
+#[derive(Clone, Copy, Debug)]
+pub struct PairContext<'a> {
+    /// The segment.
+    pub seg: &'a SegmentInfo,
+    /// The group's (first) epoch.
+    pub epoch: u64,
+    /// How the two sides arrived.
+    pub sides: Sides<'a>,
+    /// `[report] top_flows`: how many flows a per-flow synopsis reports.
+    pub top_flows: usize,
+}
+
+/// The one estimate signature of a two-point synopsis at the peer: the records of one segment
+/// group from the upstream and downstream points' synopses of one epoch (a point that had no
+/// packets gives an empty synopsis of the collector's configuration). The engine calls it
+/// through [`Registered`], with no per-synopsis code but its dispatch arm.
+///
+/// RDA and COLATE estimate in two stages around their synopses, so they are not (yet) behind
+/// this signature: RDA's reconciliation first needs timestamp look-ups from the points
+/// ([`rda_group`] takes its finished report), and a COLATE group spans `[colate] windows`
+/// epochs and the LDS census of the same windows ([`colate_group`]).
+pub trait PairEstimate: Registered {
+    /// The group's records and metrics.
+    fn estimate_pair(cx: &PairContext<'_>, up: &Self, down: &Self) -> Outcome;
+}
+
+impl PairEstimate for Lda {
+    fn estimate_pair(cx: &PairContext<'_>, up: &Lda, down: &Lda) -> Outcome {
+        lda_group(cx.seg, cx.epoch, up, down, cx.sides)
+    }
+}
+
+impl PairEstimate for Lds {
+    fn estimate_pair(cx: &PairContext<'_>, up: &Lds, down: &Lds) -> Outcome {
+        lds_group(cx.seg, cx.epoch, up, down, cx.top_flows, cx.sides)
+    }
 }
 
 /// LDA: one segment record.
 pub fn lda_group(seg: &SegmentInfo, epoch: u64, up: &Lda, down: &Lda, sides: Sides<'_>) -> Outcome {
-    let mut extras = segment_extras(seg, sides.complete, sides.absent);
-    let (mean, sd, latest, estimate) = match lda::estimate(up, down) {
+    let (mean, sd, latest, estimate, result) = match lda::estimate(up, down) {
         Ok(r) => {
-            extras.push((
-                "loss",
-                json!({ "sent": r.sent_packets, "received": r.received_packets, "lost": r.lost_packets,
-                        "receiver_excess": r.receiver_excess,
-                        "rate": r.loss_rate.as_ref().ok().map(|e| e.value) }),
-            ));
-            extras.push(("report", json(&r)));
+            let loss = LdaLoss {
+                sent: r.sent_packets,
+                received: r.received_packets,
+                lost: r.lost_packets,
+                receiver_excess: r.receiver_excess,
+                rate: r.loss_rate.as_ref().ok().map(|e| e.value),
+            };
             let latest = Latest {
                 mean_ns: r.mean_delay.as_ref().ok().map(|e| e.value),
                 std_dev_ns: r.std_dev.as_ref().ok().map(|e| e.value),
                 loss_rate: r.loss_rate.as_ref().ok().map(|e| e.value),
                 samples: Some(r.samples),
             };
-            (r.mean_delay.clone().ok(), r.std_dev.clone().ok(), Some(latest), outcome_of(&r.mean_delay))
+            let (mean, sd, estimate) =
+                (r.mean_delay.clone().ok(), r.std_dev.clone().ok(), outcome_of(&r.mean_delay));
+            (mean, sd, Some(latest), estimate, SegmentResult::Lda { loss, report: Box::new(r) })
         }
-        Err(e) => {
-            extras.push(("error", json!(e.to_string())));
-            (None, None, None, "config_mismatch".to_owned())
-        }
+        Err(e) => (None, None, None, "config_mismatch", SegmentResult::Error { error: e.to_string() }),
     };
-    let rec = Record::Segment(SegmentRecord {
-        synopsis: SynopsisKind::Lda,
-        direction: seg.direction,
-        epoch,
-        mean_ns: mean,
-        std_dev_ns: sd,
+    let line = Line::Segment(SegmentLine {
+        record: SegmentRecord {
+            synopsis: SynopsisKind::Lda,
+            direction: seg.direction,
+            epoch,
+            mean_ns: mean,
+            std_dev_ns: sd,
+        },
+        sides: segment_sides(seg, sides),
+        result,
+        missing: None,
     });
-    Outcome { lines: vec![record_with(&rec, extras)], latest, estimate, ..Outcome::default() }
+    Outcome { lines: vec![line], latest, estimate, ..Outcome::default() }
 }
 
 /// RDA: one segment record from a finished reconciliation (`failure` when the look-ups did not
@@ -160,10 +176,9 @@ pub fn rda_group(
     epoch: u64,
     report: &RdaReport,
     sides: Sides<'_>,
-    process: Value,
+    process: Option<RdaProcess>,
     failure: Option<&str>,
 ) -> Outcome {
-    let mut extras = segment_extras(seg, sides.complete, sides.absent);
     let rec = &report.reconciliation;
     let (mean, sd) = match failure {
         None => (report.mean_ns.clone(), report.std_dev_ns.clone()),
@@ -189,43 +204,55 @@ pub fn rda_group(
         )),
         (None, true) => None,
     };
-    extras.push((
-        "loss",
-        json!({ "sent": sent, "received": report.receiver_packets, "lost": lost,
-                "lost_bounds": [low, high],
-                "rate_bounds": (sent > 0).then(|| [low as f64 / sent as f64, high as f64 / sent as f64]),
-                "reordered": rec.reordered.len(), "rate": rate, "reason": reason,
-                // Ids seen more than once at a point are in no estimate (nor in sent/received):
-                // per point, the distinct ids and the packets left out; and the one-sided ids
-                // this explained (not counted as lost or reordered).
-                "duplicates": { "sender_ids": report.duplicates.sender_ids,
-                                "sender_packets": report.duplicates.sender_packets,
-                                "receiver_ids": report.duplicates.receiver_ids,
-                                "receiver_packets": report.duplicates.receiver_packets,
-                                "one_sided": rec.excluded_duplicates.len() } }),
-    ));
-    extras.push((
-        "report",
-        json!({
-            "mean_ns": json(&mean), "std_dev_ns": json(&sd),
-            "bucket_moment_std_dev_ns": json(&report.bucket_moment_std_dev_ns),
-            "collapsed_std_dev_ns": json(&report.collapsed_std_dev_ns),
-            "variance_ns2": report.variance_ns2, "variance_clamped": report.variance_clamped,
-            "useful_weight": report.useful_weight, "useful_buckets": report.useful_buckets,
-            "total_buckets": report.total_buckets, "collapsed_pairs": report.collapsed_pairs,
-            "sender_packets": report.sender_packets, "receiver_packets": report.receiver_packets,
-            "reconciliation": {
-                "complete": rec.complete, "lost": rec.lost.len(), "reordered": rec.reordered.len(),
-                "unconfirmed": rec.unconfirmed.len(), "excluded_duplicates": rec.excluded_duplicates.len(),
-                "decoded": rec.decoded,
-                "undecoded_lower_bound": rec.undecoded_lower_bound,
-                "residual_buckets": rec.residual_buckets, "rejected_candidates": rec.rejected_candidates,
-                "repeated_candidates": rec.repeated_candidates, "pops": rec.pops,
-                "iteration_cap_hit": rec.iteration_cap_hit,
-            },
-            "process": process,
-        }),
-    ));
+    let loss = RdaLoss {
+        sent,
+        received: report.receiver_packets,
+        lost,
+        lost_bounds: [low, high],
+        rate_bounds: (sent > 0).then(|| [low as f64 / sent as f64, high as f64 / sent as f64]),
+        reordered: rec.reordered.len(),
+        rate,
+        reason,
+        // Ids seen more than once at a point are in no estimate (nor in sent/received): per
+        // point, the distinct ids and the packets left out; and the one-sided ids this
+        // explained (not counted as lost or reordered).
+        duplicates: RdaDuplicates {
+            sender_ids: report.duplicates.sender_ids,
+            sender_packets: report.duplicates.sender_packets,
+            receiver_ids: report.duplicates.receiver_ids,
+            receiver_packets: report.duplicates.receiver_packets,
+            one_sided: rec.excluded_duplicates.len(),
+        },
+    };
+    let report_line = RdaReportLine {
+        mean_ns: mean.clone(),
+        std_dev_ns: sd.clone(),
+        bucket_moment_std_dev_ns: report.bucket_moment_std_dev_ns.clone(),
+        collapsed_std_dev_ns: report.collapsed_std_dev_ns.clone(),
+        variance_ns2: report.variance_ns2,
+        variance_clamped: report.variance_clamped,
+        useful_weight: report.useful_weight,
+        useful_buckets: report.useful_buckets,
+        total_buckets: report.total_buckets,
+        collapsed_pairs: report.collapsed_pairs,
+        sender_packets: report.sender_packets,
+        receiver_packets: report.receiver_packets,
+        reconciliation: RdaReconciliation {
+            complete: rec.complete,
+            lost: rec.lost.len(),
+            reordered: rec.reordered.len(),
+            unconfirmed: rec.unconfirmed.len(),
+            excluded_duplicates: rec.excluded_duplicates.len(),
+            decoded: rec.decoded,
+            undecoded_lower_bound: rec.undecoded_lower_bound,
+            residual_buckets: rec.residual_buckets,
+            rejected_candidates: rec.rejected_candidates,
+            repeated_candidates: rec.repeated_candidates,
+            pops: rec.pops,
+            iteration_cap_hit: rec.iteration_cap_hit,
+        },
+        process,
+    };
     let latest = Latest {
         mean_ns: mean.as_ref().ok().map(|e| e.value),
         std_dev_ns: sd.as_ref().ok().map(|e| e.value),
@@ -233,14 +260,19 @@ pub fn rda_group(
         samples: mean.as_ref().ok().map(|e| e.samples),
     };
     let estimate = outcome_of(&mean);
-    let r = Record::Segment(SegmentRecord {
-        synopsis: SynopsisKind::Rda,
-        direction: seg.direction,
-        epoch,
-        mean_ns: mean.ok(),
-        std_dev_ns: sd.ok(),
+    let line = Line::Segment(SegmentLine {
+        record: SegmentRecord {
+            synopsis: SynopsisKind::Rda,
+            direction: seg.direction,
+            epoch,
+            mean_ns: mean.ok(),
+            std_dev_ns: sd.ok(),
+        },
+        sides: segment_sides(seg, sides),
+        result: SegmentResult::Rda { loss: Box::new(loss), report: Box::new(report_line) },
+        missing: None,
     });
-    Outcome { lines: vec![record_with(&r, extras)], latest: Some(latest), estimate, ..Outcome::default() }
+    Outcome { lines: vec![line], latest: Some(latest), estimate, ..Outcome::default() }
 }
 
 /// LDS: a segment record (aggregate mean) and the top-N flows of the receiver's log.
@@ -252,22 +284,28 @@ pub fn lds_group(
     top: usize,
     sides: Sides<'_>,
 ) -> Outcome {
-    let mut extras = segment_extras(seg, sides.complete, sides.absent);
-    let report = match lds::report(up, down, down.flows(), Some(top)) {
-        Ok(r) => r,
-        Err(e) => {
-            extras.push(("error", json!(e.to_string())));
-            let rec = Record::Segment(SegmentRecord {
+    let segment_line = |mean_ns, result| {
+        Line::Segment(SegmentLine {
+            record: SegmentRecord {
                 synopsis: SynopsisKind::Lds,
                 direction: seg.direction,
                 epoch,
-                mean_ns: None,
+                mean_ns,
                 std_dev_ns: None,
-            });
+            },
+            sides: segment_sides(seg, sides),
+            result,
+            missing: None,
+        })
+    };
+    let report = match lds::report(up, down, down.flows(), Some(top)) {
+        Ok(r) => r,
+        Err(e) => {
+            let line = segment_line(None, SegmentResult::Error { error: e.to_string() });
             return Outcome {
-                lines: vec![record_with(&rec, extras)],
+                lines: vec![line],
                 latest: None,
-                estimate: "config_mismatch".into(),
+                estimate: "config_mismatch",
                 ..Outcome::default()
             };
         }
@@ -275,8 +313,6 @@ pub fn lds_group(
     let s = &report.summary;
     let (sent, received) = (s.weighted_packets_sent, s.weighted_packets_received);
     let rate = (sent > 0).then(|| sent.saturating_sub(received) as f64 / sent as f64);
-    extras.push(("loss", json!({ "sent": sent, "received": received, "rate": rate })));
-    extras.push(("summary", json(s)));
     let latest = Latest {
         mean_ns: s.aggregate_mean_delay_ns.as_ref().ok().map(|e| e.value),
         std_dev_ns: None,
@@ -284,36 +320,31 @@ pub fn lds_group(
         samples: s.aggregate_mean_delay_ns.as_ref().ok().map(|e| e.samples),
     };
     let estimate = outcome_of(&s.aggregate_mean_delay_ns);
-    let seg_rec = Record::Segment(SegmentRecord {
-        synopsis: SynopsisKind::Lds,
-        direction: seg.direction,
-        epoch,
-        mean_ns: s.aggregate_mean_delay_ns.clone().ok(),
-        std_dev_ns: None,
-    });
-    let mut lines = vec![record_with(&seg_rec, extras)];
+    let mut lines = vec![segment_line(
+        s.aggregate_mean_delay_ns.clone().ok(),
+        SegmentResult::Lds { loss: LdsLoss { sent, received, rate }, summary: Box::new(s.clone()) },
+    )];
     let encaps = FlowEncaps::new(up, down);
     for f in &report.flows {
-        let rec = Record::Flow(FlowRecord {
-            synopsis: SynopsisKind::Lds,
-            direction: seg.direction,
-            epoch_first: epoch,
-            epoch_last: epoch,
-            flow: FlowId::from(f.flow),
-            encap: encaps.of(&f.flow),
-            mean_ns: f.mean_delay_ns.clone().ok(),
-            std_dev_ns: None,
-        });
-        lines.push(record_with(
-            &rec,
-            vec![
-                ("segment", json!(seg.id)),
-                ("packets", json!(f.packets)),
-                ("lost_packets_bound", json!(f.lost_packets_bound)),
-                ("cells", json(&f.cells)),
-                ("mean_error", f.mean_delay_ns.as_ref().err().map_or(Value::Null, json)),
-            ],
-        ));
+        lines.push(Line::Flow(FlowLine {
+            record: FlowRecord {
+                synopsis: SynopsisKind::Lds,
+                direction: seg.direction,
+                epoch_first: epoch,
+                epoch_last: epoch,
+                flow: FlowId::from(f.flow),
+                encap: encaps.of(&f.flow),
+                mean_ns: f.mean_delay_ns.clone().ok(),
+                std_dev_ns: None,
+            },
+            segment: seg.id,
+            packets: f.packets,
+            result: FlowResult::Lds {
+                lost_packets_bound: f.lost_packets_bound,
+                cells: f.cells,
+                mean_error: f.mean_delay_ns.as_ref().err().cloned(),
+            },
+        }));
     }
     Outcome { lines, latest: Some(latest), estimate, ..Outcome::default() }
 }
@@ -426,60 +457,59 @@ pub fn colate_group(
                 } else {
                     (q.mean_ns.clone(), q.std_dev_paper_ns.clone())
                 };
-                let rec = Record::Flow(FlowRecord {
-                    synopsis: SynopsisKind::Colate,
-                    direction: seg.direction,
-                    epoch_first: first,
-                    epoch_last: last,
-                    flow: FlowId::from(entry.key),
-                    encap: *encap,
-                    mean_ns: mean.ok(),
-                    std_dev_ns: sd.ok(),
-                });
                 let loss_seen = q.diagnostics.flow_packets_missing_at_r.map(|n| n > 0);
-                lines.push(record_with(
-                    &rec,
-                    vec![
-                        ("segment", json!(seg.id)),
-                        ("packets", json!(packets)),
-                        ("reliable", json!(q.reliable)),
-                        ("reason", json!(q.unreliable_reason)),
-                        ("loss_seen", json!(loss_seen)),
-                        ("report", json(&q)),
-                    ],
-                ));
+                lines.push(Line::Flow(FlowLine {
+                    record: FlowRecord {
+                        synopsis: SynopsisKind::Colate,
+                        direction: seg.direction,
+                        epoch_first: first,
+                        epoch_last: last,
+                        flow: FlowId::from(entry.key),
+                        encap: *encap,
+                        mean_ns: mean.ok(),
+                        std_dev_ns: sd.ok(),
+                    },
+                    segment: seg.id,
+                    packets: *packets,
+                    result: FlowResult::Colate {
+                        reliable: q.reliable,
+                        reason: q.unreliable_reason.clone(),
+                        loss_seen,
+                        report: Box::new(q),
+                    },
+                }));
             }
         }
         Err(e) => error = Some(e.to_string()),
     }
-    let summary = json!({
-        "record": "epoch_summary",
-        "synopsis": "colate",
-        "segment": seg.id,
-        "direction": seg.direction,
-        "epoch_first": first,
-        "epoch_last": last,
-        "complete": sides.complete,
-        "absent": sides.absent,
-        "packets_upstream": s.data.packets(),
-        "packets_downstream": r.data.packets(),
-        "flags": s.flags | r.flags,
-        "flow_source": if census.is_some() { "lds" } else { "none" },
-        "flows_known": known,
-        "flows_reported": lines.len(),
-        "latency_floor": floor,
-        "error": error,
-    });
     let estimate = if error.is_some() { "config_mismatch" } else { "ok" };
-    lines.insert(0, summary);
-    Outcome { lines, latest: None, estimate: estimate.into(), ..Outcome::default() }
+    let summary = ColateSummary {
+        synopsis: SynopsisKind::Colate,
+        segment: seg.id,
+        direction: seg.direction,
+        epoch_first: first,
+        epoch_last: last,
+        complete: sides.complete,
+        absent: sides.absent.to_vec(),
+        packets_upstream: s.data.packets(),
+        packets_downstream: r.data.packets(),
+        flags: s.flags | r.flags,
+        flow_source: if census.is_some() { "lds" } else { "none" },
+        flows_known: known,
+        flows_reported: lines.len(),
+        latency_floor: floor,
+        error,
+    };
+    lines.insert(0, Line::EpochSummary(EpochSummary::Colate(Box::new(summary))));
+    Outcome { lines, latest: None, estimate, ..Outcome::default() }
 }
 
 /// Fridge: one `fridge_quantiles` record per exchange kind of one point.
 pub fn fridge_group(point: Point, point_id: u32, first: u64, last: u64, syn: &FridgeSynopsis) -> Outcome {
     let report = fridge::estimate(syn);
+    let estimate = if report.kinds.iter().any(|k| k.all.p50_ns.is_ok()) { "ok" } else { "no_samples" };
     let (mut lines, mut by_kind) = (Vec::new(), Vec::new());
-    for k in &report.kinds {
+    for k in report.kinds {
         let d = &k.all;
         let quantiles: Vec<QuantilePoint> =
             [(0.5, &d.p50_ns), (0.9, &d.p90_ns), (0.95, &d.p95_ns), (0.99, &d.p99_ns)]
@@ -487,23 +517,13 @@ pub fn fridge_group(point: Point, point_id: u32, first: u64, last: u64, syn: &Fr
                 .filter_map(|(q, e)| e.as_ref().ok().map(|e| QuantilePoint { q, delay_ns: e.value }))
                 .collect();
         by_kind.push((k.kind, quantiles.clone()));
-        let rec = Record::FridgeQuantiles(FridgeRecord {
-            point,
-            kind: k.kind,
-            epoch_first: first,
-            epoch_last: last,
-            quantiles,
-        });
-        lines.push(record_with(
-            &rec,
-            vec![
-                ("point_id", json!(point_id)),
-                ("samples", json!(d.samples)),
-                ("estimated_pairs", json(&fridge::report::PlainMeasured(&d.estimated_pairs))),
-                ("report", json(k)),
-            ],
-        ));
+        lines.push(Line::FridgeQuantiles(FridgeLine {
+            record: FridgeRecord { point, kind: k.kind, epoch_first: first, epoch_last: last, quantiles },
+            point_id,
+            samples: k.all.samples,
+            estimated_pairs: k.all.estimated_pairs.clone(),
+            report: Box::new(k),
+        }));
     }
-    let estimate = if report.kinds.iter().any(|k| k.all.p50_ns.is_ok()) { "ok" } else { "no_samples" };
-    Outcome { lines, latest: None, estimate: estimate.into(), quantiles: by_kind }
+    Outcome { lines, latest: None, estimate, quantiles: by_kind }
 }

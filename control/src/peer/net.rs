@@ -31,7 +31,6 @@ use std::time::{Duration, Instant};
 
 /// The refusal reason of an epoch synopsis whose segment the collector does not own.
 const UNKNOWN_SEGMENT: &str = "unknown_segment";
-use wirelat_dataplane::synopsis::SynopsisKind;
 
 /// Most authenticated connections at once (connections in their handshake have their own
 /// budget: [`super::admission`]).
@@ -268,7 +267,7 @@ impl NetCtx {
         }
         let ours = self.cfg.synopses.fingerprints(&self.cfg.packet);
         let identity = self.cfg.packet.identity_fingerprint();
-        let two_point = h.fingerprints.iter().any(|(k, _)| *k != SynopsisKind::Fridge);
+        let two_point = h.fingerprints.iter().any(|(k, _)| k.is_two_point());
         if two_point && h.packet_identity != identity {
             return Err((
                 "fingerprint_mismatch",
@@ -301,7 +300,7 @@ impl NetCtx {
             }
         }
         // Two-point synopses must be on at both points (an absent one would read as 100 % loss).
-        for (kind, _) in ours.iter().filter(|(k, _)| *k != SynopsisKind::Fridge) {
+        for (kind, _) in ours.iter().filter(|(k, _)| k.is_two_point()) {
             if !h.fingerprints.iter().any(|(k, _)| k == kind) {
                 return Err((
                     "fingerprint_mismatch",
@@ -355,7 +354,7 @@ impl NetCtx {
                 true,
             ));
         }
-        let segment_ok = if k.kind == SynopsisKind::Fridge {
+        let segment_ok = if !k.kind.is_two_point() {
             k.segment == LOCAL_SEGMENT
         } else {
             self.cfg.segment(k.segment).is_some_and(|s| s.upstream == point || s.downstream == point)

@@ -14,8 +14,8 @@
 //! reconciles, and retries with 2m while the decode is incomplete and attempts remain.
 
 use super::config::SegmentInfo;
+use crate::report::line::{RdaAttempt, RdaProcess};
 use crate::wire::{CacheRef, LookupStatus};
-use serde_json::{Value, json};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -68,8 +68,9 @@ pub struct RdaJob {
 pub struct RdaResult {
     /// The estimate.
     pub report: RdaReport,
-    /// How it was reached (rounds, look-ups, late-binding attempts).
-    pub process: Value,
+    /// How it was reached (rounds, look-ups, late-binding attempts); `None` when no look-up
+    /// was made.
+    pub process: Option<RdaProcess>,
     /// Why the look-ups failed, if they did (the report then carries no estimate).
     pub failure: Option<String>,
     /// Look-up requests answered, answered without a cache, rounds run.
@@ -244,31 +245,37 @@ pub fn run(job: &RdaJob, svc: &dyn CacheService) -> RdaResult {
         CacheRef { point: job.seg.downstream, segment: job.seg.id, epoch: job.epoch },
     );
     let mut st = Stats { ok: 0, no_cache: 0, no_cache_points: Vec::new(), rounds: 0, ids: 0 };
-    let finish = |mut report: RdaReport, process: Value, failure: Option<String>, st: &Stats| RdaResult {
-        report: {
-            report.choose_std_dev(cfg.std_dev);
-            report.note_duplicates(job.sender.counters(), job.receiver.counters());
-            report
-        },
-        process,
-        failure,
-        lookups_ok: st.ok,
-        lookups_no_cache: st.no_cache,
-        rounds: st.rounds,
-        missing_caches: st.no_cache_points.iter().copied().filter(|p| !absent.contains(p)).collect(),
-    };
+    let finish =
+        |mut report: RdaReport, process: Option<RdaProcess>, failure: Option<String>, st: &Stats| RdaResult {
+            report: {
+                report.choose_std_dev(cfg.std_dev);
+                report.note_duplicates(job.sender.counters(), job.receiver.counters());
+                report
+            },
+            process,
+            failure,
+            lookups_ok: st.ok,
+            lookups_no_cache: st.no_cache,
+            rounds: st.rounds,
+            missing_caches: st.no_cache_points.iter().copied().filter(|p| !absent.contains(p)).collect(),
+        };
     if cfg.fingerprint() != job.receiver.config().fingerprint() {
-        return finish(RdaReport::unavailable(NoEstimate::ConfigMismatch), Value::Null, None, &st);
+        return finish(RdaReport::unavailable(NoEstimate::ConfigMismatch), None, None, &st);
     }
     if !cfg.is_late_binding() {
         let (Some(a), Some(b)) = (job.sender.banks(), job.receiver.banks()) else {
             let r = RdaReport::unavailable(NoEstimate::Other {
                 detail: "online RDA values without banks".into(),
             });
-            return finish(r, Value::Null, None, &st);
+            return finish(r, None, None, &st);
         };
         let r = reconcile_remote(a, b, svc, at, &job.guards, deadline, &mut st);
-        let process = json!({ "mode": "online", "rounds": st.rounds, "lookup_requests": st.ok + st.no_cache, "ids_looked_up": st.ids, "no_cache": st.no_cache });
+        let process = Some(RdaProcess::Online {
+            rounds: st.rounds,
+            lookup_requests: st.ok + st.no_cache,
+            ids_looked_up: st.ids,
+            no_cache: st.no_cache,
+        });
         return match r {
             Ok(report) => finish(report, process, None, &st),
             Err(e) => {
@@ -288,7 +295,11 @@ pub fn run(job: &RdaJob, svc: &dyn CacheService) -> RdaResult {
         match r {
             Ok(report) => {
                 let complete = report.reconciliation.complete;
-                attempts.push(json!({ "buckets_per_bank": m, "complete": complete, "decoded": report.reconciliation.decoded }));
+                attempts.push(RdaAttempt {
+                    buckets_per_bank: m,
+                    complete,
+                    decoded: report.reconciliation.decoded,
+                });
                 last = report;
                 match (complete, sizing::next_attempt(&cfg, m, attempt)) {
                     (false, Some(next)) => m = next,
@@ -302,9 +313,13 @@ pub fn run(job: &RdaJob, svc: &dyn CacheService) -> RdaResult {
             }
         }
     }
-    let process = json!({
-        "mode": "late_binding", "difference_estimate": sizing.estimate, "attempts": attempts,
-        "rounds": st.rounds, "lookup_requests": st.ok + st.no_cache, "ids_looked_up": st.ids, "no_cache": st.no_cache,
+    let process = Some(RdaProcess::LateBinding {
+        difference_estimate: sizing.estimate,
+        attempts,
+        rounds: st.rounds,
+        lookup_requests: st.ok + st.no_cache,
+        ids_looked_up: st.ids,
+        no_cache: st.no_cache,
     });
     finish(last, process, failure, &st)
 }
@@ -431,7 +446,8 @@ mod tests {
         let r = run(&job(&cfg, &a, &b), &svc);
         assert_eq!(r.failure, None);
         assert_eq!(r.report, local.report);
-        assert_eq!(r.process["attempts"].as_array().unwrap().len(), local.attempts.len());
+        let Some(RdaProcess::LateBinding { attempts, .. }) = &r.process else { panic!("{:?}", r.process) };
+        assert_eq!(attempts.len(), local.attempts.len());
     }
 
     #[test]

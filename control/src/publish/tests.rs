@@ -62,7 +62,7 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
     let template = EpochSynopses::new(&set).unwrap();
     let t = template.clone();
     let (link, writer) = EpochLink::new(64, EpochClock::new(1_000_000).unwrap(), move || t.clone());
-    let mut p = Pipeline::new(packet.clone(), writer, set.new_fridge_carry(), OverrunPolicy::Wait);
+    let mut p = Pipeline::new(packet.clone(), writer, set.new_carry(), OverrunPolicy::Wait);
     let mut h = Harvester::new(vec![link], move || template.clone());
     // The sample frames, 100 µs apart (several 1 ms epochs), alternately on both ports.
     let frames = sample::frames();
@@ -90,15 +90,11 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
         assert!(m.complete);
         let want_segments: &[u32] = if m.kind == SynopsisKind::Fridge { &[LOCAL_SEGMENT] } else { &[11, 12] };
         assert!(want_segments.contains(&m.segment), "{m:?}");
-        assert_eq!(m.summary["body_bytes"].as_u64(), Some(m.body.len() as u64));
+        let Summary::Harvested(summary) = &m.summary else { panic!("{m:?}") };
+        assert_eq!(summary.body_bytes, m.body.len());
         // What the peer checks: two-point fingerprints cover this point's packet settings.
-        let config_fingerprint = match m.kind {
-            SynopsisKind::Fridge => set.fridge.as_ref().unwrap().fingerprint(),
-            SynopsisKind::Lda => set.lda.as_ref().unwrap().fingerprint(),
-            SynopsisKind::Lds => set.lds.as_ref().unwrap().fingerprint(),
-            SynopsisKind::Rda => set.rda.as_ref().unwrap().fingerprint(),
-            SynopsisKind::Colate => set.colate.as_ref().unwrap().fingerprint(),
-        };
+        let config_fingerprint =
+            set.config_fingerprints().into_iter().find(|(k, _)| *k == m.kind).map(|(_, f)| f).unwrap();
         assert_eq!(m.fingerprint, peer_fingerprint(m.kind, config_fingerprint, &packet));
         if m.kind == SynopsisKind::Fridge {
             assert_eq!(m.fingerprint, config_fingerprint);
@@ -109,13 +105,18 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
             SynopsisKind::Lda => {
                 let cfg = set.lda.as_ref().unwrap();
                 let lda = Lda::decode(cfg, &m.body).unwrap();
-                assert_eq!(m.summary["packets"].as_u64(), Some(lda.total_packets()));
-                assert_eq!(m.summary["measured"].as_u64(), Some(lda.total_packets()));
+                let SynopsisSummary::Lda { packets, measured, .. } = summary.synopsis else {
+                    panic!("{m:?}")
+                };
+                assert_eq!(packets, lda.total_packets());
+                assert_eq!(measured, lda.total_packets());
             }
             SynopsisKind::Rda => {
                 Rda::decode(set.rda.as_ref().unwrap(), &m.body).unwrap();
             }
-            SynopsisKind::Fridge => assert!(m.summary["report"]["kinds"].is_array()),
+            SynopsisKind::Fridge => {
+                assert!(matches!(summary.synopsis, SynopsisSummary::Fridge { .. }), "{m:?}")
+            }
             _ => {}
         }
     }
@@ -123,7 +124,12 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
     let measured: u64 = msgs
         .iter()
         .filter(|m| m.kind == SynopsisKind::Lda)
-        .map(|m| m.summary["measured"].as_u64().unwrap())
+        .map(|m| match &m.summary {
+            Summary::Harvested(Harvested { synopsis: SynopsisSummary::Lda { measured, .. }, .. }) => {
+                *measured
+            }
+            other => panic!("{other:?}"),
+        })
         .sum();
     assert_eq!(measured, p.snapshot().measured);
     // One cache per epoch and direction, holding that direction's packets, retained before the

@@ -26,15 +26,17 @@
 //! stays far below). A new label set beyond the cap is not created; each refusal is counted in
 //! `wirelat_peer_metric_series_dropped_total`, and the record itself is still written.
 
+use crate::report::line::{Line, SegmentResult};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _, NoLabelSet, prometheus_text};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use wirelat_dataplane::synopsis::estimate::Estimate;
+use wirelat_dataplane::synopsis::fridge::report::HistogramBin;
 
 /// Upper bounds of the fixed buckets, in seconds (`+Inf` follows).
 pub const BUCKETS_SECONDS: [f64; 22] = [
@@ -209,37 +211,25 @@ impl Default for DelayMetrics {
     }
 }
 
-fn str_of(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
+fn ns_to_s(v: f64) -> Option<f64> {
+    v.is_finite().then_some(v * 1e-9)
 }
 
-fn ns_to_s(v: &Value) -> Option<f64> {
-    v.as_f64().filter(|x| x.is_finite()).map(|x| x * 1e-9)
-}
-
-/// An estimate object `{"value", "interval": {"low", "high"}}` in seconds.
-fn latest_of(e: &Value) -> Option<Latest> {
+/// An estimate's value and interval in seconds (`None` when the value is not finite: the
+/// record writes it as `null`).
+fn latest_of(e: &Estimate) -> Option<Latest> {
     Some(Latest {
-        value: ns_to_s(e.get("value")?)?,
-        low: e.get("interval").and_then(|i| i.get("low")).and_then(ns_to_s),
-        high: e.get("interval").and_then(|i| i.get("high")).and_then(ns_to_s),
+        value: ns_to_s(e.value)?,
+        low: e.interval.as_ref().and_then(|i| ns_to_s(i.low)),
+        high: e.interval.as_ref().and_then(|i| ns_to_s(i.high)),
     })
 }
 
-/// A fridge report's `histogram` array as a [`Weighted`].
-fn histogram_of(bins: &Value) -> Weighted {
+/// A fridge report's histogram as a [`Weighted`].
+fn histogram_of(bins: &[HistogramBin]) -> Weighted {
     let mut w = Weighted::default();
-    for b in bins.as_array().into_iter().flatten() {
-        let (Some(lo), Some(pairs)) =
-            (b.get("low_ns").and_then(Value::as_f64), b.get("pairs").and_then(Value::as_f64))
-        else {
-            continue;
-        };
-        w.add_bin(lo, b.get("high_ns").and_then(Value::as_f64), pairs);
+    for b in bins {
+        w.add_bin(b.low_ns as f64, b.high_ns.map(|h| h as f64), b.pairs);
     }
     w
 }
@@ -321,7 +311,7 @@ impl DelayMetrics {
 
     /// Takes the records of one group as the engine writes them (`fridge_quantiles` and
     /// `segment` records; others are ignored).
-    pub fn observe_records(&self, lines: &[Value]) {
+    pub fn observe_records(&self, lines: &[Line]) {
         let mut guard = self.lock();
         let State {
             fridge,
@@ -336,35 +326,29 @@ impl DelayMetrics {
         } = &mut *guard;
         let max = self.max_series;
         for line in lines {
-            match line.get("record").and_then(Value::as_str) {
-                Some("fridge_quantiles") => {
-                    let point = line.get("point").and_then(str_of).unwrap_or_default();
-                    let point_id = line.get("point_id").and_then(str_of).unwrap_or_default();
-                    let kind = line.get("kind").and_then(str_of).unwrap_or_default();
-                    let Some(report) = line.get("report") else { continue };
-                    let base = fridge_labels(&point, &point_id, &kind);
-                    let all = histogram_of(&report["all"]["histogram"]);
+            match line {
+                Line::FridgeQuantiles(f) => {
+                    let base =
+                        fridge_labels(f.record.point.name(), &f.point_id.to_string(), f.record.kind.name());
+                    let all = histogram_of(&f.report.all.histogram);
                     if let Some(h) = State::entry(series, dropped, max, fridge, base.clone()) {
                         h.merge(&all);
                     }
-                    for sub in report.get("subsets").and_then(Value::as_array).into_iter().flatten() {
-                        let name = sub.get("subset").and_then(str_of).unwrap_or_default();
+                    for sub in &f.report.subsets {
                         let mut l = base.clone();
-                        l.push(("subset", name));
-                        let h = histogram_of(&sub["distribution"]["histogram"]);
+                        l.push(("subset", sub.subset.clone()));
+                        let h = histogram_of(&sub.distribution.histogram);
                         if let Some(acc) = State::entry(series, dropped, max, fridge_subset, l) {
                             acc.merge(&h);
                         }
                     }
                 }
-                Some("segment") => {
-                    let (Some(seg), Some(syn)) =
-                        (line.get("segment").and_then(str_of), line.get("synopsis").and_then(str_of))
-                    else {
-                        continue;
-                    };
-                    let l: Labels = vec![("segment", seg), ("synopsis", syn)];
-                    if let Some(m) = line.get("mean_ns").and_then(latest_of) {
+                Line::Segment(s) => {
+                    let l: Labels = vec![
+                        ("segment", s.sides.segment.to_string()),
+                        ("synopsis", s.record.synopsis.name().to_owned()),
+                    ];
+                    if let Some(m) = s.record.mean_ns.as_ref().and_then(latest_of) {
                         if let Some(h) = State::entry(series, dropped, max, segment_delay, l.clone()) {
                             h.add_point(m.value, 1.0);
                         }
@@ -372,27 +356,34 @@ impl DelayMetrics {
                             *x = m;
                         }
                     }
-                    if let Some(sd) = line.get("std_dev_ns").and_then(latest_of)
+                    if let Some(sd) = s.record.std_dev_ns.as_ref().and_then(latest_of)
                         && let Some(x) = State::entry(series, dropped, max, jitter_latest, l.clone())
                     {
                         *x = sd;
                     }
-                    let Some(lo) = line.get("loss") else { continue };
-                    match (lo.get("sent").and_then(Value::as_u64), lo.get("lost").and_then(Value::as_u64)) {
-                        (Some(sent), Some(lost)) => {
+                    // (sent, lost) where the line has a loss; LDS's weighted counts give no
+                    // lost packets, so its epochs count as loss unknown.
+                    let (sent, lost) = match &s.result {
+                        SegmentResult::Lda { loss, .. } => (loss.sent, loss.lost),
+                        SegmentResult::Rda { loss, .. } => (loss.sent, loss.lost),
+                        SegmentResult::Lds { .. } => (0, None),
+                        SegmentResult::Error { .. } => continue,
+                    };
+                    match lost {
+                        Some(lost) => {
                             if let Some(x) = State::entry(series, dropped, max, loss, l) {
                                 x.0 += sent;
                                 x.1 += lost;
                             }
                         }
-                        _ => {
+                        None => {
                             if let Some(x) = State::entry(series, dropped, max, loss_unknown, l) {
                                 *x += 1;
                             }
                         }
                     }
                 }
-                _ => {}
+                Line::Run { .. } | Line::Flow(_) | Line::EpochSummary(_) => {}
             }
         }
     }

@@ -8,9 +8,12 @@
 //! by a crash) and the committed groups are known to be emitted, so the peer acknowledges
 //! their resent synopses without emitting them again.
 //!
-//! The records themselves are the scorer's schema ([`wirelat_records`]); extra keys (the
-//! segment id, loss, diagnostics) are added to the same JSON objects and ignored by the scorer.
+//! The records themselves are the scorer's schema ([`wirelat_records`]) with the peer's extra
+//! keys (the segment id, loss, diagnostics), which the scorer ignores: typed [`Line`]s up to
+//! here, and JSON only when [`RecordSink::emit`] writes them (see [`crate::report::line`] for
+//! the key order).
 
+use crate::report::line::Line;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fmt;
@@ -19,7 +22,6 @@ use std::io::{self, BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use wirelat_dataplane::synopsis::SynopsisKind;
-use wirelat_records::{RECORD_VERSION, Record};
 
 /// What a group of records is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -95,22 +97,6 @@ impl FromStr for GroupKey {
     }
 }
 
-/// A scorer record as a JSON object with extra keys added.
-pub fn record_with(record: &Record, extras: Vec<(&str, Value)>) -> Value {
-    let mut v = serde_json::to_value(record).unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut v {
-        for (k, x) in extras {
-            map.insert(k.to_owned(), x);
-        }
-    }
-    v
-}
-
-/// Any serialisable value as JSON (`null` if it cannot be, which our types never are).
-pub fn json<T: serde::Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
-}
-
 enum Out {
     File(File),
     Stdout,
@@ -139,7 +125,7 @@ impl RecordSink {
                 floor: 0,
                 records: 0,
             };
-            s.write_lines(&[record_with(&Record::Run { version: RECORD_VERSION }, vec![])])?;
+            s.write_lines(&[Line::run()])?;
             return Ok(s);
         }
         let path = Path::new(records);
@@ -185,7 +171,7 @@ impl RecordSink {
         file.seek(SeekFrom::Start(offset))?;
         let mut s = Self { out: Out::File(file), commit, offset, emitted, floor: 0, records: 0 };
         if offset == 0 {
-            s.write_lines(&[record_with(&Record::Run { version: RECORD_VERSION }, vec![])])?;
+            s.write_lines(&[Line::run()])?;
             s.commit_offset(None)?;
         }
         Ok(s)
@@ -221,10 +207,11 @@ impl RecordSink {
         self.emitted.retain(|g| g.last >= epoch);
     }
 
-    fn write_lines(&mut self, lines: &[Value]) -> io::Result<()> {
+    /// The one place where records become JSON.
+    fn write_lines(&mut self, lines: &[Line]) -> io::Result<()> {
         let mut buf = Vec::new();
         for l in lines {
-            serde_json::to_writer(&mut buf, l).map_err(io::Error::other)?;
+            serde_json::to_writer(&mut buf, &l.to_json()).map_err(io::Error::other)?;
             buf.push(b'\n');
         }
         match &mut self.out {
@@ -254,7 +241,7 @@ impl RecordSink {
     }
 
     /// Writes a group's lines, then commits it.
-    pub fn emit(&mut self, g: &GroupKey, lines: &[Value]) -> io::Result<()> {
+    pub fn emit(&mut self, g: &GroupKey, lines: &[Line]) -> io::Result<()> {
         self.write_lines(lines)?;
         self.records += lines.len() as u64;
         self.commit_offset(Some(g))?;
@@ -302,7 +289,19 @@ fn read_commit_log(path: &Path) -> io::Result<(BTreeSet<GroupKey>, u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::report::line::{EpochSummary, GroupFailure, ScopeId};
+
+    /// A small line numbered `n`.
+    fn line(n: u64) -> Line {
+        Line::EpochSummary(EpochSummary::Failed(GroupFailure {
+            synopsis: SynopsisKind::Lda,
+            scope: ScopeId::Segment(3),
+            direction: None,
+            epoch_first: n,
+            epoch_last: n,
+            error: format!("n{n}"),
+        }))
+    }
 
     fn key(e: u64) -> GroupKey {
         GroupKey { scope: Scope::Segment(3), kind: SynopsisKind::Lda, first: e, last: e }
@@ -327,8 +326,8 @@ mod tests {
         let com = dir.path().join("r.jsonl.commit");
         let rs = rec.to_str().unwrap();
         let mut s = RecordSink::open(rs, Some(&com)).unwrap();
-        s.emit(&key(1), &[json!({"record": "x", "n": 1})]).unwrap();
-        s.emit(&key(2), &[json!({"n": 2}), json!({"n": 3})]).unwrap();
+        s.emit(&key(1), &[line(1)]).unwrap();
+        s.emit(&key(2), &[line(2), line(3)]).unwrap();
         drop(s);
         // A crash after the records of group 3 were written but before their commit, and a
         // torn commit line.
@@ -343,10 +342,10 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4, "{text}");
         assert!(lines[0].contains("\"record\":\"run\""));
-        assert_eq!(lines[3], "{\"n\":3}");
+        assert_eq!(lines[3], line(3).to_json().to_string());
         // Emission continues after the recovered end.
         let mut s = RecordSink::open(rs, Some(&com)).unwrap();
-        s.emit(&key(3), &[json!({"n": 4})]).unwrap();
+        s.emit(&key(3), &[line(4)]).unwrap();
         assert_eq!(std::fs::read_to_string(&rec).unwrap().lines().count(), 5);
         s.forget_before(3);
         assert!(s.is_emitted(&key(1)) && s.remembered() == 1);

@@ -7,8 +7,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::eal::Eal;
 use super::error::{DpdkError, PortSetting, RteErrno};
-use super::mbuf::MbufBurst;
 use super::mempool::Mempool;
+
+mod info;
+mod queue;
+
+use info::empty_info;
+pub use info::{LinkStatus, PortInfo, PortStats};
+pub use queue::{RxQueue, TxQueue};
 
 /// Symmetric Toeplitz key: the 16-bit pattern 0x6d5a repeated makes the RSS hash of
 /// (src, dst) equal to that of (dst, src), so both directions of a flow reach the same queue
@@ -68,115 +74,6 @@ pub struct PortSettings {
 
 /// The driver DPDK 22.11 names `net_af_xdp`.
 const AF_XDP_DRIVER: &str = "net_af_xdp";
-
-/// What the port ended up with after configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortInfo {
-    /// DPDK port id.
-    pub id: u16,
-    /// Device name (e.g. `net_pcap0` or a PCI address).
-    pub name: String,
-    /// PMD name (e.g. `net_pcap`).
-    pub driver: String,
-    /// Bus the device sits on: `pci`, `vdev` (virtual device), ...
-    pub bus: String,
-    /// Configured rx queues.
-    pub rx_queues: u16,
-    /// Configured tx queues.
-    pub tx_queues: u16,
-    /// Rx descriptors per queue after adjustment.
-    pub rx_descriptors: u16,
-    /// Tx descriptors per queue after adjustment.
-    pub tx_descriptors: u16,
-    /// RSS with the symmetric key is active.
-    pub symmetric_rss: bool,
-    /// The hardware rx timestamp offload is enabled.
-    pub rx_timestamp_offload: bool,
-    /// Rx scatter (multi-segment mbufs for frames above the data room) is enabled.
-    pub rx_scatter: bool,
-    /// The device transmits multi-segment mbufs.
-    pub tx_multi_segment: bool,
-    /// MTU in force once started (as the device reports it).
-    pub mtu: u32,
-    /// Promiscuous mode is on.
-    pub promiscuous: bool,
-    /// Received frames this long or longer may have been cut by the device and are never
-    /// forwarded as whole (`u32::MAX`: no such length).
-    pub rx_cut_at: u32,
-    /// Longest frame the device transmits whole (`u32::MAX`: no limit known). Longer ones are
-    /// dropped and counted before transmission, because some drivers cut or silently discard
-    /// them (22.11's `net_af_packet` frees frames longer than its ring frames, and the kernel
-    /// refuses frames above the interface MTU).
-    pub tx_max_frame: u32,
-    /// Longest chained (multi-segment) frame the device transmits whole: 0 when it cannot
-    /// send chains at all; 16 128 for 22.11's `net_pcap`, which writes at most
-    /// `RTE_ETHER_MAX_JUMBO_FRAME_LEN` bytes of a chain and crashes on some longer ones.
-    pub tx_chained_max: u32,
-}
-
-impl PortInfo {
-    /// The port is a DPDK virtual device (pcap, ring, null, tap, af_packet, ...).
-    pub fn is_virtual(&self) -> bool {
-        self.bus == "vdev"
-    }
-
-    /// The port can hand the application chained (multi-segment) mbufs: with rx scatter on,
-    /// or as a virtual device (the pcap driver chains frames longer than the data room
-    /// without advertising scatter).
-    pub fn may_receive_chained_mbufs(&self) -> bool {
-        self.rx_scatter || self.is_virtual()
-    }
-
-    /// The port transmits chained mbufs whole: it advertises the multi-segment tx offload, or
-    /// it is a virtual device (DPDK's software drivers copy or pass whole chains; the pcap
-    /// driver of 22.11 does so without advertising the offload, up to
-    /// [`Self::tx_chained_max`] bytes).
-    pub fn transmits_chained_mbufs(&self) -> bool {
-        self.tx_multi_segment || self.is_virtual()
-    }
-
-    /// The longest chained frame this port sends whole (see [`Self::tx_chained_max`]).
-    fn chained_limit(&self) -> u32 {
-        if !self.transmits_chained_mbufs() {
-            0
-        } else if self.driver == "net_pcap" {
-            dpdk_sys::RTE_ETHER_MAX_JUMBO_FRAME_LEN
-        } else {
-            u32::MAX
-        }
-    }
-}
-
-/// Device counters (`rte_eth_stats`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PortStats {
-    /// Frames received.
-    pub rx_packets: u64,
-    /// Frames sent.
-    pub tx_packets: u64,
-    /// Bytes received.
-    pub rx_bytes: u64,
-    /// Bytes sent.
-    pub tx_bytes: u64,
-    /// Frames the device dropped because no rx descriptor was free (we polled too slowly);
-    /// for a kernel port, the frames its packet rings dropped when full (`tp_drops`).
-    pub rx_missed: u64,
-    /// Erroneous received frames.
-    pub rx_errors: u64,
-    /// Failed transmissions.
-    pub tx_errors: u64,
-    /// Rx mbuf allocation failures (the mempool ran dry).
-    pub rx_nombuf: u64,
-}
-
-/// A port's link state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LinkStatus {
-    /// The link is up.
-    pub up: bool,
-    /// Its speed in Mbit/s (0 when unknown; virtual devices report a nominal value).
-    pub speed_mbps: u32,
-}
 
 /// A configured and started port; stopped and closed on drop.
 pub struct Port<'pool> {
@@ -589,70 +486,6 @@ impl Drop for Port<'_> {
     }
 }
 
-/// The receive side of one queue of a port, owned by one worker.
-pub struct RxQueue<'port> {
-    port: u16,
-    queue: u16,
-    _port: PhantomData<&'port ()>,
-}
-
-impl RxQueue<'_> {
-    /// Receives up to `max` mbufs into `burst` (which is emptied first) and returns how many.
-    #[inline]
-    pub fn recv(&mut self, burst: &mut MbufBurst, max: u16) -> u16 {
-        let (slots, max) = burst.rx_slots(max);
-        // SAFETY: `slots` points to at least `max` writable mbuf pointers; this handle is the
-        // only user of (port, queue), which is set up and started.
-        let n = unsafe { dpdk_sys::rte_eth_rx_burst(self.port, self.queue, slots, max) };
-        burst.set_received(n);
-        n
-    }
-
-    /// Port id.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// Queue index.
-    pub fn queue(&self) -> u16 {
-        self.queue
-    }
-}
-
-/// The transmit side of one queue of a port, owned by one worker.
-pub struct TxQueue<'port> {
-    port: u16,
-    queue: u16,
-    _port: PhantomData<&'port ()>,
-}
-
-impl TxQueue<'_> {
-    /// Hands as many of `burst`'s mbufs to the driver as its ring accepts, front first, and
-    /// returns how many. The rest stay in `burst` (for a retry, or to be freed and counted).
-    #[inline]
-    pub fn send(&mut self, burst: &mut MbufBurst) -> u16 {
-        let (window, n) = burst.tx_window();
-        if n == 0 {
-            return 0;
-        }
-        // SAFETY: `window` holds `n` owned mbufs; the driver takes ownership of the first
-        // `sent`; this handle is the only user of (port, queue).
-        let sent = unsafe { dpdk_sys::rte_eth_tx_burst(self.port, self.queue, window, n) };
-        burst.consume_front(sent);
-        sent
-    }
-
-    /// Port id.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// Queue index.
-    pub fn queue(&self) -> u16 {
-        self.queue
-    }
-}
-
 fn find_port(name: &str) -> Result<u16, DpdkError> {
     let c_name = CString::new(name).map_err(|_| DpdkError::InvalidArgument {
         what: "port name",
@@ -695,28 +528,6 @@ unsafe fn c_str_or_empty(ptr: *const c_char) -> String {
     } else {
         // SAFETY: non-null and NUL-terminated by the caller's contract.
         unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
-    }
-}
-
-fn empty_info(id: u16, name: &str) -> PortInfo {
-    PortInfo {
-        id,
-        name: name.to_owned(),
-        driver: String::new(),
-        bus: String::new(),
-        rx_queues: 0,
-        tx_queues: 0,
-        rx_descriptors: 0,
-        tx_descriptors: 0,
-        symmetric_rss: false,
-        rx_timestamp_offload: false,
-        rx_scatter: false,
-        tx_multi_segment: false,
-        mtu: 0,
-        promiscuous: false,
-        rx_cut_at: u32::MAX,
-        tx_max_frame: u32::MAX,
-        tx_chained_max: u32::MAX,
     }
 }
 

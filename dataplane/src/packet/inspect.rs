@@ -45,6 +45,22 @@ pub struct Measurement {
 }
 
 impl Measurement {
+    /// All zero: a placeholder for fixed-size staging arrays, never measured.
+    pub const EMPTY: Self = Self {
+        flow: FlowKey {
+            src_addr: [0; 16],
+            dst_addr: [0; 16],
+            src_port: 0,
+            dst_port: 0,
+            protocol: 0,
+            ip_version: 0,
+        },
+        flow_hash: 0,
+        identity: 0,
+        exchange: None,
+        encap: Encap::NONE,
+    };
+
     /// The observation the synopses' `update` takes, stamped `ts_ns`.
     #[inline(always)]
     pub fn observation(&self, ts_ns: u64) -> Observation<'_> {

@@ -1,119 +1,155 @@
 //! The epoch buffer of the runtime: every enabled synopsis of one worker for one epoch, both
-//! directions, plus the fridge's per-epoch output.
+//! directions, generated from the one list of synopses ([`crate::with_synopses!`]).
 //!
 //! Two-point synopses (LDA, LDS, RDA, COLATE) are kept per direction: packets received on
 //! port 0 (forward, client → server) update [`EpochSynopses::forward`], port 1 (reverse)
 //! [`EpochSynopses::reverse`]; the control thread maps each direction to its configured segment.
-//! The fridge is one per point and sees both directions (requests and responses); its
-//! worker-lifetime slots are not here but in the worker's carry ([`FridgeCarry`]).
+//! One-point synopses (the fridge) are one per point and see both directions (requests and
+//! responses); their worker-lifetime state is not here but in the worker's [`WorkerCarry`].
+//!
+//! Every packet goes through the [`Synopsis`] contract only: [`Synopsis::locate`] in the
+//! staging pass (into the packet's [`Locations`]), [`Synopsis::apply`] in the update pass.
 //!
 //! Allocation happens in [`EpochSynopses::new`] only (and when the control thread takes an RDA
 //! cache); updates, merges and resets keep the allocations.
 
 use crate::epoch::EpochBuffer;
-use crate::synopsis::colate::{Colate, ColateConfig};
-use crate::synopsis::fridge::{FridgeCarry, FridgeConfig, FridgeSynopsis};
-use crate::synopsis::lda::{Lda, LdaConfig};
-use crate::synopsis::lds::{Lds, LdsConfig};
-use crate::synopsis::rda::{Rda, RdaConfig};
-use crate::synopsis::{ConfigError, MergeError, Synopsis, SynopsisKind};
-
-/// Which synopses a worker runs, with their configurations (`None` = off).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct SynopsisSet {
-    /// Request → response delay distributions (one per point, both directions).
-    pub fridge: Option<FridgeConfig>,
-    /// Segment mean and std-dev with loss (per direction).
-    pub lda: Option<LdaConfig>,
-    /// Per-flow mean one-way delay (per direction).
-    pub lds: Option<LdsConfig>,
-    /// Exact mean despite loss and reordering (per direction).
-    pub rda: Option<RdaConfig>,
-    /// Per-flow latency without timestamps (per direction).
-    pub colate: Option<ColateConfig>,
-}
-
-impl SynopsisSet {
-    /// The enabled kinds, in kind order.
-    pub fn kinds(&self) -> Vec<SynopsisKind> {
-        let mut v = Vec::new();
-        if self.fridge.is_some() {
-            v.push(SynopsisKind::Fridge);
-        }
-        if self.lda.is_some() {
-            v.push(SynopsisKind::Lda);
-        }
-        if self.lds.is_some() {
-            v.push(SynopsisKind::Lds);
-        }
-        if self.rda.is_some() {
-            v.push(SynopsisKind::Rda);
-        }
-        if self.colate.is_some() {
-            v.push(SynopsisKind::Colate);
-        }
-        v
-    }
-
-    /// The worker-lifetime fridge state, if the fridge is on.
-    pub fn new_fridge_carry(&self) -> Option<FridgeCarry> {
-        self.fridge.as_ref().map(FridgeSynopsis::new_carry)
-    }
-}
+use crate::synopsis::{ConfigError, MergeError, Observation, Synopsis, SynopsisKind};
 
 pub use crate::direction::Direction;
+pub use crate::synopsis::SynopsisSet;
 
-/// The two-point synopses of one direction, for one epoch.
-#[derive(Clone, Debug)]
-pub struct DirectionSynopses {
-    /// LDA, if on.
-    pub lda: Option<Lda>,
-    /// LDS, if on.
-    pub lds: Option<Lds>,
-    /// RDA, if on.
-    pub rda: Option<Rda>,
-    /// COLATE, if on.
-    pub colate: Option<Colate>,
-    /// Packets measured in this direction and epoch (all synopses saw them).
-    pub measured: u64,
+macro_rules! define_buffer {
+    (
+        one_point: [$(($o:ident, $ov:ident = $ob:literal, $ot:ty, $oc:ty, $od:literal),)*],
+        two_point: [$(($t:ident, $tv:ident = $tb:literal, $tt:ty, $tc:ty, $td:literal),)*],
+    ) => {
+        impl SynopsisSet {
+            /// The enabled kinds, in kind order.
+            pub fn kinds(&self) -> Vec<SynopsisKind> {
+                SynopsisKind::ALL.iter().copied().filter(|k| self.enables(*k)).collect()
+            }
+
+            /// The worker-lifetime state of the enabled one-point synopses. Allocates.
+            pub fn new_carry(&self) -> WorkerCarry {
+                WorkerCarry { $($o: self.$o.as_ref().map(<$ot as Synopsis>::new_carry),)* }
+            }
+        }
+
+        /// State of one worker that outlives its epochs: one-point synopses' carries (the
+        /// fridge's slot arrays, never cleared at a boundary).
+        #[derive(Debug)]
+        pub struct WorkerCarry {
+            $(#[doc = $od] pub $o: Option<<$ot as Synopsis>::Carry>,)*
+        }
+
+        /// Where one staged packet lands in each synopsis ([`Synopsis::Location`]); filled in
+        /// by the staging pass, `Default` when not located. A function of the configurations
+        /// only, which every buffer of a worker's ring shares.
+        #[derive(Clone, Copy, Debug, Default)]
+        pub struct Locations {
+            $($o: <$ot as Synopsis>::Location,)*
+            $($t: <$tt as Synopsis>::Location,)*
+        }
+
+        /// The two-point synopses of one direction, for one epoch.
+        #[derive(Clone, Debug)]
+        pub struct DirectionSynopses {
+            $(#[doc = $td] pub $t: Option<$tt>,)*
+            /// Packets measured in this direction and epoch (all synopses saw them).
+            pub measured: u64,
+        }
+
+        impl DirectionSynopses {
+            fn new(set: &SynopsisSet) -> Result<Self, ConfigError> {
+                Ok(Self { $($t: set.$t.as_ref().map(<$tt>::new).transpose()?,)* measured: 0 })
+            }
+
+            fn reset(&mut self) {
+                $(if let Some(s) = &mut self.$t { s.reset(); })*
+                self.measured = 0;
+            }
+
+            fn merge_from(&mut self, o: &Self) -> Result<(), MergeError> {
+                $(merge_opt(&mut self.$t, &o.$t)?;)*
+                self.measured = self.measured.wrapping_add(o.measured);
+                Ok(())
+            }
+
+            /// [`Synopsis::locate`] of every enabled synopsis, into `at`.
+            #[inline(always)]
+            pub(crate) fn locate(&self, obs: &Observation<'_>, at: &mut Locations, hint: &mut impl FnMut(*const u8)) {
+                $(if let Some(s) = &self.$t { Synopsis::locate(s, &(), obs, &mut at.$t, hint); })*
+            }
+
+            /// [`Synopsis::apply`] of every enabled synopsis.
+            #[inline(always)]
+            pub(crate) fn apply(&mut self, at: &Locations, obs: &Observation<'_>) {
+                self.measured = self.measured.wrapping_add(1);
+                $(if let Some(s) = &mut self.$t { Synopsis::apply(s, &mut (), &at.$t, obs); })*
+            }
+        }
+
+        /// One worker's synopses for one epoch: both directions and the one-point synopses.
+        #[derive(Clone, Debug)]
+        pub struct EpochSynopses {
+            /// Packets received on port 0.
+            pub forward: DirectionSynopses,
+            /// Packets received on port 1.
+            pub reverse: DirectionSynopses,
+            $(#[doc = $od] pub $o: Option<$ot>,)*
+        }
+
+        impl EpochSynopses {
+            /// Zeroed synopses for `set` (validates every configuration). Allocates.
+            pub fn new(set: &SynopsisSet) -> Result<Self, ConfigError> {
+                Ok(Self {
+                    forward: DirectionSynopses::new(set)?,
+                    reverse: DirectionSynopses::new(set)?,
+                    $($o: set.$o.as_ref().map(<$ot>::new).transpose()?,)*
+                })
+            }
+
+            /// [`Synopsis::locate`] of a packet of direction `d` in every enabled synopsis.
+            #[inline(always)]
+            pub(crate) fn locate(
+                &self,
+                d: Direction,
+                carry: &WorkerCarry,
+                obs: &Observation<'_>,
+                at: &mut Locations,
+                hint: &mut impl FnMut(*const u8),
+            ) {
+                $(if let (Some(s), Some(c)) = (&self.$o, &carry.$o) { Synopsis::locate(s, c, obs, &mut at.$o, hint); })*
+                self.direction(d).locate(obs, at, hint);
+            }
+
+            /// [`Synopsis::apply`] of a packet of direction `d` to every enabled synopsis.
+            #[inline(always)]
+            pub(crate) fn apply(&mut self, d: Direction, carry: &mut WorkerCarry, at: &Locations, obs: &Observation<'_>) {
+                self.direction_mut(d).apply(at, obs);
+                $(if let (Some(s), Some(c)) = (&mut self.$o, &mut carry.$o) { Synopsis::apply(s, c, &at.$o, obs); })*
+            }
+        }
+
+        impl EpochBuffer for EpochSynopses {
+            fn reset(&mut self) {
+                self.forward.reset();
+                self.reverse.reset();
+                $(if let Some(s) = &mut self.$o { s.reset(); })*
+            }
+
+            fn merge_from(&mut self, other: &Self) -> Result<(), MergeError> {
+                self.forward.merge_from(&other.forward)?;
+                self.reverse.merge_from(&other.reverse)?;
+                $(merge_opt(&mut self.$o, &other.$o)?;)*
+                Ok(())
+            }
+        }
+    };
 }
 
-impl DirectionSynopses {
-    fn new(set: &SynopsisSet) -> Result<Self, ConfigError> {
-        Ok(Self {
-            lda: set.lda.as_ref().map(Lda::new).transpose()?,
-            lds: set.lds.as_ref().map(Lds::new).transpose()?,
-            rda: set.rda.as_ref().map(Rda::new).transpose()?,
-            colate: set.colate.as_ref().map(Colate::new).transpose()?,
-            measured: 0,
-        })
-    }
-
-    fn reset(&mut self) {
-        if let Some(s) = &mut self.lda {
-            s.reset();
-        }
-        if let Some(s) = &mut self.lds {
-            s.reset();
-        }
-        if let Some(s) = &mut self.rda {
-            s.reset();
-        }
-        if let Some(s) = &mut self.colate {
-            s.reset();
-        }
-        self.measured = 0;
-    }
-
-    fn merge_from(&mut self, o: &Self) -> Result<(), MergeError> {
-        merge_opt(&mut self.lda, &o.lda)?;
-        merge_opt(&mut self.lds, &o.lds)?;
-        merge_opt(&mut self.rda, &o.rda)?;
-        merge_opt(&mut self.colate, &o.colate)?;
-        self.measured = self.measured.wrapping_add(o.measured);
-        Ok(())
-    }
-}
+crate::with_synopses!(define_buffer);
 
 /// Merges `b` into `a` when both exist (buffers of one run always have the same set).
 fn merge_opt<S: Synopsis>(a: &mut Option<S>, b: &Option<S>) -> Result<(), MergeError> {
@@ -123,27 +159,7 @@ fn merge_opt<S: Synopsis>(a: &mut Option<S>, b: &Option<S>) -> Result<(), MergeE
     Ok(())
 }
 
-/// One worker's synopses for one epoch: both directions and the fridge's output.
-#[derive(Clone, Debug)]
-pub struct EpochSynopses {
-    /// Packets received on port 0.
-    pub forward: DirectionSynopses,
-    /// Packets received on port 1.
-    pub reverse: DirectionSynopses,
-    /// The fridge's per-epoch histograms (samples belong to the epoch of their response).
-    pub fridge: Option<FridgeSynopsis>,
-}
-
 impl EpochSynopses {
-    /// Zeroed synopses for `set` (validates every configuration). Allocates.
-    pub fn new(set: &SynopsisSet) -> Result<Self, ConfigError> {
-        Ok(Self {
-            forward: DirectionSynopses::new(set)?,
-            reverse: DirectionSynopses::new(set)?,
-            fridge: set.fridge.as_ref().map(FridgeSynopsis::new).transpose()?,
-        })
-    }
-
     /// The synopses of `d`.
     #[inline(always)]
     pub fn direction(&self, d: Direction) -> &DirectionSynopses {
@@ -160,21 +176,5 @@ impl EpochSynopses {
             Direction::Forward => &mut self.forward,
             Direction::Reverse => &mut self.reverse,
         }
-    }
-}
-
-impl EpochBuffer for EpochSynopses {
-    fn reset(&mut self) {
-        self.forward.reset();
-        self.reverse.reset();
-        if let Some(f) = &mut self.fridge {
-            f.reset();
-        }
-    }
-
-    fn merge_from(&mut self, other: &Self) -> Result<(), MergeError> {
-        self.forward.merge_from(&other.forward)?;
-        self.reverse.merge_from(&other.reverse)?;
-        merge_opt(&mut self.fridge, &other.fridge)
     }
 }

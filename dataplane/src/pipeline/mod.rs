@@ -23,19 +23,14 @@ pub mod counters;
 pub mod split;
 pub mod steer;
 
-pub use buffer::{Direction, DirectionSynopses, EpochSynopses, SynopsisSet};
+pub use buffer::{Direction, DirectionSynopses, EpochSynopses, Locations, SynopsisSet, WorkerCarry};
 pub use counters::{CounterSnapshot, SharedCounters};
 pub use split::{DirectionSplit, SplitError, Unsplit};
-
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
 use crate::epoch::EpochWriter;
-use crate::packet::{self, FlowKey, Inspection, Measurement, PacketConfig, PacketCounters};
-use crate::synopsis::Synopsis;
-use crate::synopsis::fridge::FridgeCarry;
-use crate::synopsis::lds::{Lds, LocatedCells};
+use crate::packet::{self, Inspection, Measurement, PacketConfig, PacketCounters};
 
 /// Most packets one staged burst holds (the worker's largest rx burst).
 pub const MAX_STAGED: usize = 64;
@@ -52,47 +47,24 @@ pub enum OverrunPolicy {
     Wait,
 }
 
-/// One measured packet of a staged burst, with where it lands in the synopses whose memory it
-/// touches at random (filled in by [`Pipeline::prefetch`]; `None`: compute it in the update).
+/// One measured packet of a staged burst, with where it lands in each synopsis (filled in by
+/// [`Pipeline::prefetch`]; `Default`: not located, the update computes it).
 #[derive(Clone, Copy, Debug)]
 struct Staged {
     m: Measurement,
     ts_ns: u64,
     /// Its direction when a [`DirectionSplit`] decided it (`None`: the port's).
     dir: Option<Direction>,
-    /// COLATE's [`crate::synopsis::colate::Colate::slot_of`].
-    colate: Option<usize>,
-    /// LDS's [`Lds::locate`].
-    lds: Option<LocatedCells>,
+    /// [`crate::synopsis::Synopsis::locate`]'s output per synopsis.
+    at: Locations,
 }
 
 impl Staged {
     #[inline(always)]
-    const fn new(m: Measurement, ts_ns: u64, dir: Option<Direction>) -> Self {
-        Self { m, ts_ns, dir, colate: None, lds: None }
+    fn new(m: Measurement, ts_ns: u64, dir: Option<Direction>) -> Self {
+        Self { m, ts_ns, dir, at: Locations::default() }
     }
 }
-
-const EMPTY_STAGED: Staged = Staged {
-    m: Measurement {
-        flow: FlowKey {
-            src_addr: [0; 16],
-            dst_addr: [0; 16],
-            src_port: 0,
-            dst_port: 0,
-            protocol: 0,
-            ip_version: 0,
-        },
-        flow_hash: 0,
-        identity: 0,
-        exchange: None,
-        encap: crate::packet::Encap::NONE,
-    },
-    ts_ns: 0,
-    dir: None,
-    colate: None,
-    lds: None,
-};
 
 /// The measured packets of one burst, inspected but not yet applied: lets the worker prefetch
 /// the synopses' random memory for the whole burst before the updates touch it. Fixed size, no
@@ -110,8 +82,8 @@ impl Default for StagedBurst {
 
 impl StagedBurst {
     /// An empty staging area.
-    pub const fn new() -> Self {
-        Self { items: [EMPTY_STAGED; MAX_STAGED], len: 0 }
+    pub fn new() -> Self {
+        Self { items: [Staged::new(Measurement::EMPTY, 0, None); MAX_STAGED], len: 0 }
     }
 
     /// Forgets the staged packets.
@@ -143,7 +115,7 @@ pub struct Pipeline {
     packet: PacketConfig,
     packets: PacketCounters,
     writer: EpochWriter<EpochSynopses>,
-    carry: Option<FridgeCarry>,
+    carry: WorkerCarry,
     policy: OverrunPolicy,
     untimed: u64,
     waits: u64,
@@ -154,11 +126,11 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// A pipeline writing into `writer` (see [`crate::epoch::EpochLink::new`]); `carry` is the
-    /// fridge's worker-lifetime state (`SynopsisSet::new_fridge_carry`).
+    /// one-point synopses' worker-lifetime state ([`SynopsisSet::new_carry`]).
     pub fn new(
         packet: PacketConfig,
         writer: EpochWriter<EpochSynopses>,
-        carry: Option<FridgeCarry>,
+        carry: WorkerCarry,
         policy: OverrunPolicy,
     ) -> Self {
         Self {
@@ -225,36 +197,20 @@ impl Pipeline {
         self.untimed += 1;
     }
 
-    /// Locates the staged packets in the synopses whose memory they touch at random (COLATE's
-    /// counter, LDS's cells and flow-log slot, the fridge's slot), keeping COLATE's and LDS's
-    /// locations for [`Pipeline::apply`], and calls `hint` with those addresses in the current
-    /// epoch's buffer so the caller can prefetch them for the whole burst before any update
-    /// waits on one. Never reads them. The locations depend only on the synopses'
-    /// configuration, which every buffer of the ring shares, so they stay right if the burst
-    /// crosses an epoch boundary. RDA appends to its log (sequential) and is not hinted:
-    /// hinting its bank buckets too measured slower, the hints already keep as many misses in
-    /// flight as the core takes.
+    /// Locates the staged packets in every synopsis ([`crate::synopsis::Synopsis::locate`]),
+    /// keeping the locations for [`Pipeline::apply`], and calls `hint` with the addresses they
+    /// name in the current epoch's buffer so the caller can prefetch them for the whole burst
+    /// before any update waits on one. Never reads them. The locations depend only on the
+    /// synopses' configuration, which every buffer of the ring shares, so they stay right if
+    /// the burst crosses an epoch boundary.
     #[inline]
     pub fn prefetch(&self, staged: &mut StagedBurst, port: usize, mut hint: impl FnMut(*const u8)) {
         let Some(buf) = self.writer.current() else { return };
         let port_dir = Direction::of_port(port);
-        let carry = if buf.fridge.is_some() { self.carry.as_ref() } else { None };
         let n = staged.len;
         for s in staged.items.iter_mut().take(n) {
-            let dir = buf.direction(s.dir.unwrap_or(port_dir));
-            if let (Some(c), Some(x)) = (carry, &s.m.exchange)
-                && let Some(p) = c.prefetch_target(x)
-            {
-                hint(p);
-            }
-            if let Some(lds) = &dir.lds {
-                locate_lds(lds, s, &mut hint);
-            }
-            if let Some(colate) = &dir.colate {
-                let slot = colate.slot_of(s.m.flow_hash, s.m.identity, s.ts_ns);
-                hint(colate.slot_ptr(slot));
-                s.colate = Some(slot);
-            }
+            let Staged { m, ts_ns, dir, at } = s;
+            buf.locate(dir.unwrap_or(port_dir), &self.carry, &m.observation(*ts_ns), at, &mut hint);
         }
     }
 
@@ -274,31 +230,7 @@ impl Pipeline {
             self.wait_for_buffer(s.ts_ns, wait);
         }
         let Some(buf) = self.writer.buffer_for(s.ts_ns) else { return };
-        let obs = s.m.observation(s.ts_ns);
-        let dir = buf.direction_mut(d);
-        dir.measured = dir.measured.wrapping_add(1);
-        if let Some(x) = &mut dir.lda {
-            x.update(&mut (), &obs);
-        }
-        if let Some(x) = &mut dir.lds {
-            match &s.lds {
-                Some(at) => x.update_located(at, &obs),
-                None => x.update(&mut (), &obs),
-            }
-        }
-        if let Some(x) = &mut dir.rda {
-            // Logged, not filed into the cache: the control thread's merge files it.
-            x.update_logged(s.m.identity, s.m.flow_hash, s.ts_ns);
-        }
-        if let Some(x) = &mut dir.colate {
-            match s.colate {
-                Some(slot) => x.update_at(slot, s.ts_ns),
-                None => x.update(&mut (), &obs),
-            }
-        }
-        if let (Some(f), Some(carry)) = (&mut buf.fridge, &mut self.carry) {
-            f.update(carry, &obs);
-        }
+        buf.apply(d, &mut self.carry, &s.at, &s.m.observation(s.ts_ns));
     }
 
     #[cold]
@@ -349,40 +281,8 @@ impl Pipeline {
     /// Publishes the counters for the control thread (plain relaxed stores; a few per call, so
     /// call it per burst or less often, never per packet).
     pub fn publish(&self, shared: &SharedCounters) {
-        let s = self.snapshot();
-        let st = |a: &AtomicU64, v: u64| a.store(v, Ordering::Relaxed);
-        st(&shared.frames, s.frames);
-        st(&shared.measured, s.measured);
-        st(&shared.arp, s.arp);
-        st(&shared.unknown_ethertype, s.unknown_ethertype);
-        st(&shared.fragment, s.fragment);
-        st(&shared.truncated, s.truncated);
-        st(&shared.malformed, s.malformed);
-        st(&shared.encapsulation, s.encapsulation);
-        st(&shared.untimed, s.untimed);
-        st(&shared.late, s.late);
-        st(&shared.overrun_epochs, s.overrun_epochs);
-        st(&shared.overrun_packets, s.overrun_packets);
-        st(&shared.split_neither, s.split_neither);
-        st(&shared.split_both, s.split_both);
-        st(&shared.waits, s.waits);
+        shared.publish(&self.snapshot());
     }
-}
-
-/// [`Lds::locate_into`] of a staged packet, in place in `s.lds`, hinting its cells and its
-/// flow-log slot.
-#[inline(always)]
-fn locate_lds(lds: &Lds, s: &mut Staged, hint: &mut impl FnMut(*const u8)) {
-    let (flow_hash, identity) = (s.m.flow_hash, s.m.identity);
-    let at = s.lds.insert(LocatedCells::EMPTY);
-    if !lds.locate_into(flow_hash, identity, at) {
-        s.lds = None;
-        return;
-    }
-    for &i in at.indices() {
-        hint(lds.cell_ptr(i));
-    }
-    hint(lds.flow_log_ptr(flow_hash));
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@ use super::*;
 use crate::epoch::{EpochBuffer, EpochClock, EpochLink};
 use crate::packet::synth::{FrameSpec, IpSpec, L4Spec};
 use crate::packet::tcp::flags;
+use crate::synopsis::Synopsis;
 use crate::synopsis::colate::ColateConfig;
 use crate::synopsis::fridge::FridgeConfig;
 use crate::synopsis::lda::LdaConfig;
@@ -81,12 +82,7 @@ fn run(set: &SynopsisSet, packets: &[(usize, u64, Vec<u8>)], workers: usize, epo
         let t = template.clone();
         let (link, writer) = EpochLink::new(4, clock, move || t.clone());
         links.push(link);
-        pipes.push(Pipeline::new(
-            PacketConfig::default(),
-            writer,
-            set.new_fridge_carry(),
-            OverrunPolicy::Wait,
-        ));
+        pipes.push(Pipeline::new(PacketConfig::default(), writer, set.new_carry(), OverrunPolicy::Wait));
     }
     let shards: std::cell::RefCell<BTreeMap<u64, Vec<Option<EpochSynopses>>>> = Default::default();
     let drain = |links: &[Arc<EpochLink<EpochSynopses>>]| {
@@ -218,7 +214,7 @@ fn skip_policy_counts_overruns_and_wait_policy_loses_nothing() {
     for policy in [OverrunPolicy::Skip, OverrunPolicy::Wait] {
         let t = template.clone();
         let (link, writer) = EpochLink::new(2, clock, move || t.clone());
-        let mut p = Pipeline::new(PacketConfig::default(), writer, None, policy);
+        let mut p = Pipeline::new(PacketConfig::default(), writer, set.new_carry(), policy);
         let mut returned = 0u64;
         let mut harvested = 0u64;
         for (port, ts, frame) in &packets {
@@ -266,7 +262,7 @@ fn staged_bursts_equal_packet_by_packet_processing() {
     let template = EpochSynopses::new(&set).unwrap();
     let t = template.clone();
     let (link, writer) = EpochLink::new(64, EpochClock::new(2_000_000).unwrap(), move || t.clone());
-    let mut p = Pipeline::new(PacketConfig::default(), writer, set.new_fridge_carry(), OverrunPolicy::Wait);
+    let mut p = Pipeline::new(PacketConfig::default(), writer, set.new_carry(), OverrunPolicy::Wait);
     let mut staged = StagedBurst::new();
     let mut hints = 0;
     // Bursts of up to 8 packets of one port, in time order.

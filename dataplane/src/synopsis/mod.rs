@@ -24,6 +24,9 @@ pub mod lda;
 pub mod lds;
 pub mod moment;
 pub mod rda;
+pub mod registry;
+
+pub use registry::{AnyDecodeError, AnyNewError, AnySynopsis, Registered, SynopsisSet};
 
 use crate::packet::{Exchange, FlowKey};
 use codec::{DecodeError, Reader, Writer};
@@ -31,42 +34,54 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::fmt;
 use thiserror::Error;
 
-/// The synopses wirelat knows. The discriminant is the kind byte of the encoding.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[repr(u8)]
-pub enum SynopsisKind {
-    /// Unbiased request→response delay distributions at one point.
-    Fridge = 1,
-    /// Lossy Difference Aggregator: segment mean/std-dev with loss.
-    Lda = 2,
-    /// Lossy Difference Sketch: per-flow mean one-way delay.
-    Lds = 3,
-    /// Reconcilable Difference Aggregator: exact mean despite loss and reordering.
-    Rda = 4,
-    /// COLATE: per-flow latency without timestamps in packets.
-    Colate = 5,
+macro_rules! define_kinds {
+    (
+        one_point: [$(($o:ident, $ov:ident = $ob:literal, $ot:ty, $oc:ty, $od:literal),)*],
+        two_point: [$(($t:ident, $tv:ident = $tb:literal, $tt:ty, $tc:ty, $td:literal),)*],
+    ) => {
+        /// The synopses wirelat knows ([`with_synopses!`]). The discriminant is the kind byte
+        /// of the encoding.
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        #[repr(u8)]
+        pub enum SynopsisKind {
+            $(#[doc = $od] $ov = $ob,)*
+            $(#[doc = $td] $tv = $tb,)*
+        }
+
+        impl SynopsisKind {
+            /// How many synopses wirelat knows.
+            pub const COUNT: usize = [$(SynopsisKind::$ov,)* $(SynopsisKind::$tv,)*].len();
+
+            /// All kinds, in list order (kind-byte order).
+            pub const ALL: [SynopsisKind; Self::COUNT] = [$(SynopsisKind::$ov,)* $(SynopsisKind::$tv,)*];
+
+            /// Lower-case name used in configs, logs and reports.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(SynopsisKind::$ov => stringify!($o),)*
+                    $(SynopsisKind::$tv => stringify!($t),)*
+                }
+            }
+
+            /// True for a synopsis paired between two points (kept per direction); false for
+            /// one measured at one point.
+            pub fn is_two_point(self) -> bool {
+                match self {
+                    $(SynopsisKind::$ov => false,)*
+                    $(SynopsisKind::$tv => true,)*
+                }
+            }
+        }
+    };
 }
 
-impl SynopsisKind {
-    /// All kinds, in kind-byte order.
-    pub const ALL: [SynopsisKind; 5] =
-        [SynopsisKind::Fridge, SynopsisKind::Lda, SynopsisKind::Lds, SynopsisKind::Rda, SynopsisKind::Colate];
+crate::with_synopses!(define_kinds);
 
+impl SynopsisKind {
     /// The kind for a kind byte.
     pub fn from_u8(b: u8) -> Option<Self> {
         Self::ALL.into_iter().find(|k| *k as u8 == b)
-    }
-
-    /// Lower-case name used in configs, logs and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            SynopsisKind::Fridge => "fridge",
-            SynopsisKind::Lda => "lda",
-            SynopsisKind::Lds => "lds",
-            SynopsisKind::Rda => "rda",
-            SynopsisKind::Colate => "colate",
-        }
     }
 }
 
@@ -135,6 +150,13 @@ pub trait SynopsisConfig:
     /// The synopsis this configures.
     const KIND: SynopsisKind;
 
+    /// The `[synopses.<name>]` table as operators write it: `Self` for most synopses; COLATE's
+    /// may give the expected load instead of its cell count, which is derived from it.
+    type Written: DeserializeOwned;
+
+    /// The configuration a written table describes (derivations and their refusals).
+    fn from_written(written: Self::Written) -> Result<Self, ConfigError>;
+
     /// Checks ranges and consistency.
     fn validate(&self) -> Result<(), ConfigError>;
 
@@ -173,6 +195,39 @@ pub trait Synopsis: Sized + Send {
 
     /// Folds one packet in. No allocation, no lock, no I/O.
     fn update(&mut self, carry: &mut Self::Carry, obs: &Observation<'_>);
+
+    /// Where one packet lands in this synopsis, computed by [`Synopsis::locate`] in the
+    /// worker's staging pass so that the whole burst's random memory can be prefetched before
+    /// any update waits on it. `Default` means "not located": [`Synopsis::apply`] then computes
+    /// it itself. `()` for a synopsis whose update touches sequential memory only, or memory it
+    /// cannot name ahead.
+    type Location: Copy + Default;
+
+    /// Data path, staging pass: writes where `obs` lands into `at` (in place: a location built
+    /// in a local and copied into the staged burst was read back with wide loads over the narrow
+    /// stores that had just written it, a store-forwarding stall per packet) and passes each
+    /// address the update will touch at random to `hint`, never reading them. Depends only on
+    /// the configuration and the carry, which every buffer of a worker's ring shares, so a
+    /// location stays right when a burst crosses an epoch boundary. The default locates nothing.
+    #[inline(always)]
+    fn locate(
+        &self,
+        _carry: &Self::Carry,
+        _obs: &Observation<'_>,
+        _at: &mut Self::Location,
+        _hint: &mut impl FnMut(*const u8),
+    ) {
+    }
+
+    /// Data path, update pass: folds one packet in at `at` (as located by [`Synopsis::locate`]
+    /// on a synopsis of the same configuration, or `Default`: not located). What the worker's
+    /// pipeline calls for every packet; the state it leaves merges, encodes and estimates
+    /// exactly as [`Synopsis::update`]'s does. The default is [`Synopsis::update`].
+    #[inline(always)]
+    fn apply(&mut self, carry: &mut Self::Carry, at: &Self::Location, obs: &Observation<'_>) {
+        let _ = at;
+        self.update(carry, obs);
+    }
 
     /// Adds `other` (a shard of the same configuration) into `self`.
     fn merge(&mut self, other: &Self) -> Result<(), MergeError>;

@@ -1,7 +1,16 @@
 use super::*;
+use crate::report::line::{
+    FridgeLine, RdaDuplicates, RdaLoss, RdaReconciliation, RdaReportLine, SegmentLine, SegmentSides,
+};
 use rand::{Rng, SeedableRng};
-use serde_json::json;
+use wirelat_dataplane::packet::ExchangeKind;
+use wirelat_dataplane::synopsis::SynopsisKind;
+use wirelat_dataplane::synopsis::estimate::{ConfidenceInterval, NoEstimate};
+use wirelat_dataplane::synopsis::fridge::report::{
+    DistributionReport, KindDiagnostics, KindReport, SubsetReport,
+};
 use wirelat_dataplane::synopsis::fridge::{HistogramConfig, LogBins};
+use wirelat_records::{Direction, FridgeRecord, Point, SegmentRecord};
 
 /// Index of the fixed bucket holding `seconds` (`BUCKETS_SECONDS.len()` for `+Inf`).
 fn bucket(seconds: f64) -> usize {
@@ -23,20 +32,73 @@ fn lognormal(seed: u64, n: usize, median_ns: f64, sigma: f64) -> Vec<f64> {
     v
 }
 
-/// The fridge-report `histogram` array of `delays` on the default fridge bins, and the bins.
-fn fridge_histogram(delays: &[f64]) -> (Value, LogBins) {
+/// The fridge-report histogram of `delays` on the default fridge bins, and the bins.
+fn fridge_histogram(delays: &[f64]) -> (Vec<HistogramBin>, LogBins) {
     let bins = LogBins::new(&HistogramConfig::default());
     let mut counts = vec![0u64; bins.len()];
     for &d in delays {
         counts[bins.bin_of(d as u64)] += 1;
     }
-    let arr: Vec<Value> = counts
+    let hist = counts
         .iter()
         .enumerate()
         .filter(|(_, c)| **c > 0)
-        .map(|(b, c)| json!({"low_ns": bins.low_ns(b), "high_ns": bins.high_ns(b), "pairs": *c as f64, "samples": c}))
+        .map(|(b, c)| bin(bins.low_ns(b), bins.high_ns(b), *c as f64))
         .collect();
-    (Value::Array(arr), bins)
+    (hist, bins)
+}
+
+fn bin(low_ns: u64, high_ns: Option<u64>, pairs: f64) -> HistogramBin {
+    HistogramBin { low_ns, high_ns, pairs, pairs_se: 0.0, samples: pairs.max(0.0) as u64 }
+}
+
+/// A distribution report with only a histogram (the metrics read nothing else).
+fn distribution(histogram: Vec<HistogramBin>) -> DistributionReport {
+    let none = || Err(NoEstimate::NoPackets);
+    DistributionReport {
+        samples: 0,
+        estimated_pairs: none(),
+        p50_ns: none(),
+        p90_ns: none(),
+        p95_ns: none(),
+        p99_ns: none(),
+        above: Vec::new(),
+        histogram,
+    }
+}
+
+/// A `fridge_quantiles` line of `point` (id `point_id`) for `kind` with this histogram and
+/// these subsets' histograms.
+fn fridge_line(
+    point: Point,
+    point_id: u32,
+    kind: ExchangeKind,
+    all: Vec<HistogramBin>,
+    subsets: Vec<(&str, Vec<HistogramBin>)>,
+) -> Line {
+    let report = KindReport {
+        kind,
+        all: distribution(all),
+        subsets: subsets
+            .into_iter()
+            .map(|(name, h)| SubsetReport { subset: name.to_owned(), distribution: distribution(h) })
+            .collect(),
+        diagnostics: KindDiagnostics {
+            counters: Default::default(),
+            request_rate_per_s: None,
+            combination: "model_weights",
+            weight: "insertions",
+            fridges: Vec::new(),
+            clamped_quantiles: 0,
+        },
+    };
+    Line::FridgeQuantiles(FridgeLine {
+        record: FridgeRecord { point, kind, epoch_first: 0, epoch_last: 0, quantiles: Vec::new() },
+        point_id,
+        samples: 0,
+        estimated_pairs: Err(NoEstimate::NoPackets),
+        report: Box::new(report),
+    })
 }
 
 /// Ground truth: for seeded log-normal delays binned like the fridge, every fixed bucket's
@@ -50,8 +112,7 @@ fn fixed_buckets_match_the_true_distribution_within_the_split_bin() {
         let delays = lognormal(seed, 200_000, median, sigma);
         let (hist, bins) = fridge_histogram(&delays);
         let mut w = Weighted::default();
-        let line = json!({"record": "fridge_quantiles", "point": "a", "point_id": 1, "kind": "dns",
-                          "report": {"all": {"histogram": hist}, "subsets": []}});
+        let line = fridge_line(Point::A, 1, ExchangeKind::Dns, hist, vec![]);
         let m = Arc::new(DelayMetrics::default());
         m.observe_records(&[line]);
         w.merge(&m.fridge("a", "1", "dns", None).expect("the series"));
@@ -87,11 +148,70 @@ fn fixed_buckets_match_the_true_distribution_within_the_split_bin() {
     }
 }
 
-fn segment_line(segment: u32, mean_ns: f64, lost: Option<u64>) -> Value {
-    json!({"record": "segment", "synopsis": "lda", "segment": segment, "epoch": 1,
-           "mean_ns": {"value": mean_ns, "samples": 10, "interval": {"level": 0.98, "low": mean_ns - 5.0, "high": mean_ns + 5.0}},
-           "std_dev_ns": {"value": 7.0, "samples": 10, "interval": null},
-           "loss": {"sent": 100, "lost": lost}})
+/// An RDA `segment` line of `segment`: mean `mean_ns` ± 5 ns, std-dev 7 ns, 100 packets
+/// sent and `lost` lost (`None`: unknown).
+fn segment_line(segment: u32, mean_ns: f64, lost: Option<u64>) -> Line {
+    let interval = Some(ConfidenceInterval { level: 0.98, low: mean_ns - 5.0, high: mean_ns + 5.0 });
+    let mean = Estimate { value: mean_ns, samples: 10, interval };
+    let sd = Estimate { value: 7.0, samples: 10, interval: None };
+    let loss = RdaLoss {
+        sent: 100,
+        received: 100 - lost.unwrap_or(0) as i64,
+        lost,
+        lost_bounds: [lost.unwrap_or(0), lost.unwrap_or(100)],
+        rate_bounds: None,
+        reordered: 0,
+        rate: lost.map(|l| l as f64 / 100.0),
+        reason: None,
+        duplicates: RdaDuplicates {
+            sender_ids: 0,
+            sender_packets: 0,
+            receiver_ids: 0,
+            receiver_packets: 0,
+            one_sided: 0,
+        },
+    };
+    let report = RdaReportLine {
+        mean_ns: Ok(mean),
+        std_dev_ns: Ok(sd),
+        bucket_moment_std_dev_ns: Ok(sd),
+        collapsed_std_dev_ns: Ok(sd),
+        variance_ns2: Some(49.0),
+        variance_clamped: false,
+        useful_weight: 10,
+        useful_buckets: 1,
+        total_buckets: 1,
+        collapsed_pairs: 0,
+        sender_packets: 100,
+        receiver_packets: loss.received,
+        reconciliation: RdaReconciliation {
+            complete: lost.is_some(),
+            lost: lost.unwrap_or(0) as usize,
+            reordered: 0,
+            unconfirmed: 0,
+            excluded_duplicates: 0,
+            decoded: 0,
+            undecoded_lower_bound: 0,
+            residual_buckets: 0,
+            rejected_candidates: 0,
+            repeated_candidates: 0,
+            pops: 0,
+            iteration_cap_hit: false,
+        },
+        process: None,
+    };
+    Line::Segment(SegmentLine {
+        record: SegmentRecord {
+            synopsis: SynopsisKind::Rda,
+            direction: Direction::Forward,
+            epoch: 1,
+            mean_ns: Some(mean),
+            std_dev_ns: Some(sd),
+        },
+        sides: SegmentSides { segment, upstream: 1, downstream: 2, complete: true, absent: Vec::new() },
+        result: SegmentResult::Rda { loss: Box::new(loss), report: Box::new(report) },
+        missing: None,
+    })
 }
 
 #[test]
@@ -106,19 +226,19 @@ fn segment_estimates_interval_and_loss_are_exposed() {
         let got = got.unwrap_or_else(|| panic!("{series} missing:\n{t}"));
         assert!((got - want).abs() <= 1e-12 * want.abs(), "{series}: {got} vs {want}");
     };
-    let l = "{segment=\"10\",synopsis=\"lda\"}";
+    let l = "{segment=\"10\",synopsis=\"rda\"}";
     has("# TYPE wirelat_segment_delay_seconds histogram\n");
     value(&format!("wirelat_segment_delay_seconds_count{l}"), 3.0);
     value(&format!("wirelat_segment_delay_seconds_sum{l}"), 120e-6);
-    value("wirelat_segment_delay_seconds_bucket{segment=\"10\",synopsis=\"lda\",le=\"5e-05\"}", 3.0);
-    value("wirelat_segment_delay_seconds_bucket{segment=\"10\",synopsis=\"lda\",le=\"2e-05\"}", 0.0);
+    value("wirelat_segment_delay_seconds_bucket{segment=\"10\",synopsis=\"rda\",le=\"5e-05\"}", 3.0);
+    value("wirelat_segment_delay_seconds_bucket{segment=\"10\",synopsis=\"rda\",le=\"2e-05\"}", 0.0);
     value(&format!("wirelat_segment_delay_latest_seconds{l}"), 40e-6);
     value(
-        "wirelat_segment_delay_latest_seconds_interval{segment=\"10\",synopsis=\"lda\",bound=\"low\"}",
+        "wirelat_segment_delay_latest_seconds_interval{segment=\"10\",synopsis=\"rda\",bound=\"low\"}",
         39.995e-6,
     );
     value(
-        "wirelat_segment_delay_latest_seconds_interval{segment=\"10\",synopsis=\"lda\",bound=\"high\"}",
+        "wirelat_segment_delay_latest_seconds_interval{segment=\"10\",synopsis=\"rda\",bound=\"high\"}",
         40.005e-6,
     );
     value(&format!("wirelat_segment_jitter_latest_seconds{l}"), 7e-9);
@@ -142,18 +262,37 @@ fn label_sets_beyond_the_cap_are_dropped_and_counted() {
     assert!(t.contains("wirelat_peer_metric_series_dropped_total 36\n"), "{t}");
     // Existing series keep updating at the cap.
     m.observe_records(&[segment_line(0, 2000.0, Some(1))]);
-    assert!(m.render().contains("wirelat_segment_lost_packets_total{segment=\"0\",synopsis=\"lda\"} 1\n"));
+    assert!(m.render().contains("wirelat_segment_lost_packets_total{segment=\"0\",synopsis=\"rda\"} 1\n"));
 }
 
 #[test]
 fn subsets_get_their_own_family_and_bad_input_is_ignored() {
     let m = Arc::new(DelayMetrics::default());
-    let hist = json!([{"low_ns": 1024, "high_ns": 2048, "pairs": 10.4}, {"low_ns": 1u64 << 36, "high_ns": null, "pairs": 2.0},
-                      {"low_ns": "x", "pairs": 1.0}, {"low_ns": 5, "high_ns": 9, "pairs": -3.0}]);
-    let line = json!({"record": "fridge_quantiles", "point": "b", "point_id": 2, "kind": "tcp_handshake",
-                      "report": {"all": {"histogram": hist.clone()},
-                                 "subsets": [{"subset": "client 192.0.2.0/24", "distribution": {"histogram": hist}}]}});
-    m.observe_records(&[line, json!({"record": "segment"}), json!(null), json!({"record": "flow"})]);
+    // Bins no histogram can take (NaN or negative pairs) are skipped; so are lines the metrics
+    // do not read.
+    let hist = vec![
+        bin(1024, Some(2048), 10.4),
+        bin(1 << 36, None, 2.0),
+        bin(4096, Some(8192), f64::NAN),
+        bin(5, Some(9), -3.0),
+    ];
+    let line = fridge_line(
+        Point::B,
+        2,
+        ExchangeKind::TcpHandshake,
+        hist.clone(),
+        vec![("client 192.0.2.0/24", hist)],
+    );
+    let failed =
+        Line::EpochSummary(crate::report::line::EpochSummary::Failed(crate::report::line::GroupFailure {
+            synopsis: SynopsisKind::Lda,
+            scope: crate::report::line::ScopeId::Segment(3),
+            direction: None,
+            epoch_first: 0,
+            epoch_last: 0,
+            error: "x".into(),
+        }));
+    m.observe_records(&[line, Line::run(), failed]);
     let t = m.render();
     assert!(
         t.contains(
@@ -199,25 +338,29 @@ fn declared_series_start_at_zero_and_records_add_to_them() {
         points: vec![("a".into(), "1".into()), ("a".into(), "3".into())],
         fridge_kinds: vec!["dns".into()],
         fridge_subsets: vec!["server port 53".into(), "other".into()],
-        segments: vec![("40".into(), "lda".into())],
+        segments: vec![("40".into(), "rda".into())],
     });
     let t = m.render();
     for series in [
         "wirelat_fridge_delay_seconds_count{point=\"a\",point_id=\"1\",kind=\"dns\"} 0\n",
         "wirelat_fridge_delay_seconds_count{point=\"a\",point_id=\"3\",kind=\"dns\"} 0\n",
         "wirelat_fridge_subset_delay_seconds_count{point=\"a\",point_id=\"3\",kind=\"dns\",subset=\"other\"} 0\n",
-        "wirelat_segment_delay_seconds_count{segment=\"40\",synopsis=\"lda\"} 0\n",
-        "wirelat_segment_sent_packets_total{segment=\"40\",synopsis=\"lda\"} 0\n",
-        "wirelat_segment_lost_packets_total{segment=\"40\",synopsis=\"lda\"} 0\n",
-        "wirelat_segment_loss_unknown_epochs_total{segment=\"40\",synopsis=\"lda\"} 0\n",
+        "wirelat_segment_delay_seconds_count{segment=\"40\",synopsis=\"rda\"} 0\n",
+        "wirelat_segment_sent_packets_total{segment=\"40\",synopsis=\"rda\"} 0\n",
+        "wirelat_segment_lost_packets_total{segment=\"40\",synopsis=\"rda\"} 0\n",
+        "wirelat_segment_loss_unknown_epochs_total{segment=\"40\",synopsis=\"rda\"} 0\n",
     ] {
         assert!(t.contains(series), "{series} missing:\n{t}");
     }
     // No latest value is invented before an estimate.
     assert!(!t.contains("wirelat_segment_delay_latest_seconds{"), "{t}");
-    let hist = json!([{"low_ns": 1024, "high_ns": 2048, "pairs": 7.0}]);
-    m.observe_records(&[json!({"record": "fridge_quantiles", "point": "a", "point_id": 3, "kind": "dns",
-                               "report": {"all": {"histogram": hist}, "subsets": []}})]);
+    m.observe_records(&[fridge_line(
+        Point::A,
+        3,
+        ExchangeKind::Dns,
+        vec![bin(1024, Some(2048), 7.0)],
+        vec![],
+    )]);
     let t = m.render();
     assert!(
         t.contains("wirelat_fridge_delay_seconds_count{point=\"a\",point_id=\"3\",kind=\"dns\"} 7\n"),

@@ -112,6 +112,12 @@ impl ColateConfig {
 
 impl SynopsisConfig for ColateConfig {
     const KIND: SynopsisKind = SynopsisKind::Colate;
+    /// The table may give the load instead of `cells_per_flow` ([`ColateConfigKeys::resolve`]).
+    type Written = super::coverage::ColateConfigKeys;
+
+    fn from_written(written: super::coverage::ColateConfigKeys) -> Result<Self, ConfigError> {
+        written.resolve().map(|(cfg, _)| cfg)
+    }
 
     fn validate(&self) -> Result<(), ConfigError> {
         if self.counters < 3 || self.counters > MAX_COUNTERS {

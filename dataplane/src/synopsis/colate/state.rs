@@ -262,6 +262,31 @@ impl Synopsis for Colate {
         self.update_raw(obs.flow_hash, obs.identity, obs.ts_ns);
     }
 
+    /// The packet's counter slot ([`Colate::slot_of`]); `None`: not located.
+    type Location = Option<usize>;
+
+    /// Locates the packet's counter and hints it.
+    #[inline(always)]
+    fn locate(
+        &self,
+        _carry: &(),
+        obs: &Observation<'_>,
+        at: &mut Option<usize>,
+        hint: &mut impl FnMut(*const u8),
+    ) {
+        let slot = self.slot_of(obs.flow_hash, obs.identity, obs.ts_ns);
+        hint(self.slot_ptr(slot));
+        *at = Some(slot);
+    }
+
+    #[inline(always)]
+    fn apply(&mut self, carry: &mut (), at: &Option<usize>, obs: &Observation<'_>) {
+        match *at {
+            Some(slot) => self.update_at(slot, obs.ts_ns),
+            None => self.update(carry, obs),
+        }
+    }
+
     fn merge(&mut self, other: &Self) -> Result<(), MergeError> {
         self.check_same_config(other)?;
         self.add(other);

@@ -284,6 +284,11 @@ pub fn validate_fridges(field: &str, fridges: &[FridgeSpec]) -> Result<(), Confi
 
 impl SynopsisConfig for FridgeConfig {
     const KIND: SynopsisKind = SynopsisKind::Fridge;
+    type Written = Self;
+
+    fn from_written(written: Self) -> Result<Self, ConfigError> {
+        Ok(written)
+    }
 
     fn validate(&self) -> Result<(), ConfigError> {
         if self.kinds.is_empty() {

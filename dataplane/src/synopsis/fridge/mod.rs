@@ -238,6 +238,23 @@ impl Synopsis for FridgeSynopsis {
         }
     }
 
+    /// Not kept: the fridge's slot is found again by the update (a hash and a shift).
+    type Location = ();
+
+    /// Hints the carry's slot the request or response will touch.
+    #[inline(always)]
+    fn locate(
+        &self,
+        carry: &FridgeCarry,
+        obs: &Observation<'_>,
+        _at: &mut (),
+        hint: &mut impl FnMut(*const u8),
+    ) {
+        if let Some(p) = obs.exchange.as_ref().and_then(|x| carry.prefetch_target(x)) {
+            hint(p);
+        }
+    }
+
     fn merge(&mut self, other: &Self) -> Result<(), MergeError> {
         self.check_same_config(other)?;
         for (a, b) in self.kinds.iter_mut().zip(&other.kinds) {

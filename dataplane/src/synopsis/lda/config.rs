@@ -248,6 +248,11 @@ fn width_mask(bits: u8) -> u64 {
 
 impl SynopsisConfig for LdaConfig {
     const KIND: SynopsisKind = SynopsisKind::Lda;
+    type Written = Self;
+
+    fn from_written(written: Self) -> Result<Self, ConfigError> {
+        Ok(written)
+    }
 
     fn validate(&self) -> Result<(), ConfigError> {
         if self.banks.is_empty() || self.banks.len() > MAX_BANKS {

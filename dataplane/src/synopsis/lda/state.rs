@@ -134,6 +134,9 @@ impl Synopsis for Lda {
         self.update_raw(obs.identity, obs.ts_ns);
     }
 
+    /// Not located: LDA's banks are small (a few thousand cells) and stay in cache.
+    type Location = ();
+
     /// Cell-wise wrapping sums: exactly the synopsis of the union of both shards' packets.
     fn merge(&mut self, other: &Self) -> Result<(), MergeError> {
         self.check_same_config(other)?;

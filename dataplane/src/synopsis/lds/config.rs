@@ -271,6 +271,11 @@ impl LdsConfig {
 
 impl SynopsisConfig for LdsConfig {
     const KIND: SynopsisKind = SynopsisKind::Lds;
+    type Written = Self;
+
+    fn from_written(written: Self) -> Result<Self, ConfigError> {
+        Ok(written)
+    }
 
     fn validate(&self) -> Result<(), ConfigError> {
         if self.rows == 0 || self.rows > MAX_ROWS {

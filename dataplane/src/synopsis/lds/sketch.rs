@@ -128,19 +128,22 @@ impl Lds {
         }
         let ph = addr.packet_hash(identity);
         let shared = offset_from_low_bits(ph, addr.k);
-        out.len = 0;
         out.digest = Addressing::digest(ph);
+        // Counted in a local and stored once: `out` is in the staged burst, and the stores
+        // into its cells could alias `out.len` for the compiler, which then reloaded it per row.
+        let mut len = 0u8;
         for row in &addr.rows {
             if !addr.sampled(row, identity) {
                 continue;
             }
             let col = addr.column(addr.base(row, flow_hash), addr.offset(row, identity, shared));
-            if let Some(slot) = out.cells.get_mut(usize::from(out.len)) {
+            if let Some(slot) = out.cells.get_mut(usize::from(len)) {
                 // Below MAX_CELLS = 2^26 (validated), so it fits.
                 *slot = (row.start + col as usize) as u32;
-                out.len += 1;
+                len += 1;
             }
         }
+        out.len = len;
         true
     }
 
@@ -161,9 +164,11 @@ impl Lds {
     #[inline]
     pub fn update_located(&mut self, at: &LocatedCells, obs: &Observation<'_>) {
         let weight = self.weight_for(obs.flow);
+        // Read once: for the compiler the cell stores below could alias `at` and `obs`.
+        let (ts_ns, digest) = (obs.ts_ns, at.digest);
         for &i in at.cells.get(..usize::from(at.len)).unwrap_or_default() {
             if let Some(c) = self.cells.get_mut(i as usize) {
-                c.add(obs.ts_ns, weight, at.digest);
+                c.add(ts_ns, weight, digest);
             }
         }
         self.flows.record(obs.flow, obs.flow_hash, obs.encap);
@@ -223,6 +228,38 @@ impl Synopsis for Lds {
         let weight = self.weight_for(obs.flow);
         self.update_raw(obs.flow_hash, obs.identity, obs.ts_ns, weight);
         self.flows.record(obs.flow, obs.flow_hash, obs.encap);
+    }
+
+    /// The packet's cells ([`Lds::locate_into`]); `None` when not located or when the sketch
+    /// has more than [`MAX_LOCATED_ROWS`] rows.
+    type Location = Option<LocatedCells>;
+
+    /// Locates the cells and hints each, and the flow log's slot.
+    #[inline(always)]
+    fn locate(
+        &self,
+        _carry: &(),
+        obs: &Observation<'_>,
+        at: &mut Option<LocatedCells>,
+        hint: &mut impl FnMut(*const u8),
+    ) {
+        let cells = at.insert(LocatedCells::EMPTY);
+        if !self.locate_into(obs.flow_hash, obs.identity, cells) {
+            *at = None;
+            return;
+        }
+        for &i in cells.indices() {
+            hint(self.cell_ptr(i));
+        }
+        hint(self.flow_log_ptr(obs.flow_hash));
+    }
+
+    #[inline(always)]
+    fn apply(&mut self, carry: &mut (), at: &Option<LocatedCells>, obs: &Observation<'_>) {
+        match at {
+            Some(at) => self.update_located(at, obs),
+            None => self.update(carry, obs),
+        }
     }
 
     fn merge(&mut self, other: &Self) -> Result<(), MergeError> {

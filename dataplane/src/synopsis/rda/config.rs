@@ -257,6 +257,11 @@ pub(crate) fn check_total_buckets(banks: u32, buckets_per_bank: u64) -> Result<(
 
 impl SynopsisConfig for RdaConfig {
     const KIND: SynopsisKind = SynopsisKind::Rda;
+    type Written = Self;
+
+    fn from_written(written: Self) -> Result<Self, ConfigError> {
+        Ok(written)
+    }
 
     /// xxh3 of the kind byte and the postcard encoding of the configuration with
     /// `cache_capacity` zeroed: the capacity sizes one point's memory and may differ between

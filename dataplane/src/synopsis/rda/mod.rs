@@ -376,6 +376,19 @@ impl Synopsis for Rda {
         self.update_raw(obs.identity, obs.flow_hash, obs.ts_ns);
     }
 
+    /// Not located: the data path appends to the log (sequential). Hinting the bank buckets
+    /// too measured slower (BENCHMARKS.md): the other synopses' hints already keep as many
+    /// misses in flight as the core takes.
+    type Location = ();
+
+    /// Logged, not filed ([`Rda::update_logged`]): the control thread's merge (or
+    /// [`Rda::take_cache`]) files the log, so the worker never probes the cache's random
+    /// memory. The state it leaves merges, encodes and estimates as [`Synopsis::update`]'s.
+    #[inline(always)]
+    fn apply(&mut self, _carry: &mut (), _at: &(), obs: &Observation<'_>) {
+        self.update_logged(obs.identity, obs.flow_hash, obs.ts_ns);
+    }
+
     /// Adds a shard of the same configuration: banks add, caches unite. An id cached by both
     /// shards is a duplicate: every copy is deleted from the merged banks and the id stays
     /// excluded. If the union outgrows the capacity, the ids that do not fit are deleted from
