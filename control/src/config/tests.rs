@@ -1,4 +1,5 @@
 use super::*;
+use wirelat_dataplane::pipeline::OverrunPolicy;
 
 const MINIMAL: &str = r#"
 [[port]]
