@@ -26,7 +26,7 @@ pub mod moment;
 pub mod rda;
 pub mod registry;
 
-pub use registry::{AnyDecodeError, AnyNewError, AnySynopsis, Registered, SynopsisSet};
+pub use registry::{AnyDecodeError, AnySynopsis, Registered, SynopsisSet};
 
 use crate::packet::{Exchange, FlowKey};
 use codec::{DecodeError, Reader, Writer};

@@ -85,7 +85,8 @@ macro_rules! define_set {
                 Ok(())
             }
 
-            /// Turns off every synopsis for which `keep` is false.
+            /// Turns off every synopsis for which `keep` is false (the registry test's sets).
+            #[cfg(test)]
             pub fn retain(&mut self, keep: impl Fn(SynopsisKind) -> bool) {
                 $(if !keep(SynopsisKind::$ov) { self.$o = None; })*
                 $(if !keep(SynopsisKind::$tv) { self.$t = None; })*
@@ -124,7 +125,8 @@ macro_rules! define_set {
                 }
             }
 
-            /// A zeroed `kind` synopsis of `set`'s configuration. Allocates.
+            /// A zeroed `kind` synopsis of `set`'s configuration (the registry test's values).
+            #[cfg(test)]
             pub fn new(set: &SynopsisSet, kind: SynopsisKind) -> Result<Self, AnyNewError> {
                 match kind {
                     $(SynopsisKind::$ov => {
@@ -138,7 +140,8 @@ macro_rules! define_set {
                 }
             }
 
-            /// [`Synopsis::encode`] of the synopsis inside.
+            /// [`Synopsis::encode`] of the synopsis inside (the registry test's bytes).
+            #[cfg(test)]
             pub fn encode(&self) -> Vec<u8> {
                 match self {
                     $(Self::$ov(s) => s.encode(),)*
@@ -215,7 +218,8 @@ pub enum AnyDecodeError {
     Decode(#[from] DecodeError),
 }
 
-/// [`AnySynopsis::new`] could not build the synopsis.
+/// `AnySynopsis::new` could not build the synopsis (test builds only).
+#[cfg(test)]
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum AnyNewError {
     /// The kind is not enabled in the configuration.
