@@ -24,7 +24,7 @@
 //! synopsis's group turned into an [`Outcome`]) and `archive` (the peer's COLATE archives).
 
 use super::config::{PeerConfig, SegmentInfo};
-use super::estimate::{Decoded, FlowCensus, Outcome, PairContext, Sides};
+use super::estimate::{Decoded, FlowCensus, Outcome, Sides};
 use super::net::Points;
 use super::rda::{RdaJob, RdaResult};
 use crate::report::line::Side;
@@ -306,13 +306,7 @@ impl Engine {
                 let (up, down) = (side(&group, seg.upstream), side(&group, seg.downstream));
                 match kind {
                     SynopsisKind::Lda => {
-                        let cx = PairContext {
-                            seg: &seg,
-                            epoch: g.first,
-                            sides,
-                            top_flows: self.cfg.report.top_flows,
-                        };
-                        let out = self.estimate_pair::<Lda>(&cx, up, down);
+                        let out = self.estimate_pair::<Lda>(&self.segment_context(&g, &seg, sides), up, down);
                         self.finish(g, emit, out, &keys);
                     }
                     SynopsisKind::Lds => self.lds(g, &seg, up, down, sides, emit, keys),

@@ -24,7 +24,7 @@ use wirelat_dataplane::synopsis::estimate::{Estimate, Measured, NoEstimate};
 use wirelat_dataplane::synopsis::fridge::{self, FridgeSynopsis};
 use wirelat_dataplane::synopsis::lda::{self, Lda};
 use wirelat_dataplane::synopsis::lds::{self, FlowEntry, Lds};
-use wirelat_dataplane::synopsis::rda::RdaReport;
+use wirelat_dataplane::synopsis::rda::{Rda, RdaReport};
 use wirelat_dataplane::synopsis::{Registered, Synopsis, SynopsisKind};
 use wirelat_records::Point;
 use wirelat_records::{FlowEncap, FlowId, FlowRecord, FridgeRecord, QuantilePoint, SegmentRecord};
@@ -92,47 +92,138 @@ pub struct Sides<'a> {
     pub absent: &'a [Side],
 }
 
-/// What a segment group's estimate needs besides the two points' synopses.
+/// What a segment group's estimate needs besides its evidence.
 #[derive(Clone, Copy, Debug)]
-pub struct PairContext<'a> {
+pub struct SegmentContext<'a> {
     /// The segment.
     pub seg: &'a SegmentInfo,
-    /// The group's (first) epoch.
-    pub epoch: u64,
+    /// The group's first epoch.
+    pub first: u64,
+    /// The group's last epoch (`first` but for COLATE, whose group spans `[colate] windows`).
+    pub last: u64,
     /// How the two sides arrived.
     pub sides: Sides<'a>,
     /// `[report] top_flows`: how many flows a per-flow synopsis reports.
     pub top_flows: usize,
 }
 
-/// The one estimate signature of a two-point synopsis at the peer: the records of one segment
-/// group from the upstream and downstream points' synopses of one epoch (a point that had no
-/// packets gives an empty synopsis of the collector's configuration). The engine calls it
-/// through [`Registered`], with no per-synopsis code but its dispatch arm.
+/// The one estimate signature of a two-point synopsis at the peer: a segment group's records
+/// from its context and its evidence. Estimates are pure: gathering the evidence (pairing the
+/// points' synopses, RDA's timestamp look-ups, COLATE's windows and census) is the engine's.
 ///
-/// RDA and COLATE estimate in two stages around their synopses, so they are not (yet) behind
-/// this signature: RDA's reconciliation first needs timestamp look-ups from the points
-/// ([`rda_group`] takes its finished report), and a COLATE group spans `[colate] windows`
-/// epochs and the LDS census of the same windows ([`colate_group`]).
-pub trait PairEstimate: Registered {
+/// The evidence is what the synopsis's math reads, so it is the one thing that differs:
+/// - LDA, LDS: [`Pair`], the upstream and downstream synopses of one epoch (a point that had no
+///   packets gives an empty synopsis of the collector's configuration). The engine estimates
+///   these through [`Registered`] with no per-synopsis code but the dispatch arm;
+/// - RDA: [`Reconciled`], the reconciliation the look-ups finished;
+/// - COLATE: [`ColateEvidence`], both points' windows summed, and the LDS census.
+pub trait SegmentEstimate: Registered {
+    /// What the estimate reads.
+    type Evidence<'e>;
     /// The group's records and metrics.
-    fn estimate_pair(cx: &PairContext<'_>, up: &Self, down: &Self) -> Outcome;
+    fn estimate_segment(cx: &SegmentContext<'_>, evidence: Self::Evidence<'_>) -> Outcome;
 }
 
-impl PairEstimate for Lda {
-    fn estimate_pair(cx: &PairContext<'_>, up: &Lda, down: &Lda) -> Outcome {
-        lda_group(cx.seg, cx.epoch, up, down, cx.sides)
+/// The evidence of a synopsis estimated from one epoch's two synopses.
+#[derive(Clone, Copy, Debug)]
+pub struct Pair<'e, S> {
+    /// The upstream point's synopsis.
+    pub up: &'e S,
+    /// The downstream point's synopsis.
+    pub down: &'e S,
+}
+
+impl SegmentEstimate for Lda {
+    type Evidence<'e> = Pair<'e, Lda>;
+    fn estimate_segment(cx: &SegmentContext<'_>, e: Pair<'_, Lda>) -> Outcome {
+        lda_group(cx.seg, cx.first, e.up, e.down, cx.sides)
     }
 }
 
-impl PairEstimate for Lds {
-    fn estimate_pair(cx: &PairContext<'_>, up: &Lds, down: &Lds) -> Outcome {
-        lds_group(cx.seg, cx.epoch, up, down, cx.top_flows, cx.sides)
+impl SegmentEstimate for Lds {
+    type Evidence<'e> = Pair<'e, Lds>;
+    fn estimate_segment(cx: &SegmentContext<'_>, e: Pair<'_, Lds>) -> Outcome {
+        lds_group(cx.seg, cx.first, e.up, e.down, cx.top_flows, cx.sides)
+    }
+}
+
+/// RDA's evidence: a finished reconciliation.
+#[derive(Clone, Debug)]
+pub struct Reconciled<'e> {
+    /// The report (an unavailable one when the look-ups failed).
+    pub report: &'e RdaReport,
+    /// How the ids were reconciled (online look-ups or late binding).
+    pub process: Option<RdaProcess>,
+    /// Why the look-ups did not complete: then there is no estimate.
+    pub failure: Option<&'e str>,
+}
+
+impl SegmentEstimate for Rda {
+    type Evidence<'e> = Reconciled<'e>;
+    fn estimate_segment(cx: &SegmentContext<'_>, e: Reconciled<'_>) -> Outcome {
+        rda_group(cx.seg, cx.first, e.report, cx.sides, e.process, e.failure)
+    }
+}
+
+/// COLATE's evidence: each point's windows summed into one counter epoch, the LDS census of
+/// the same windows (`None` when there is none) and how to query.
+#[derive(Clone, Copy, Debug)]
+pub struct ColateEvidence<'e> {
+    /// The upstream point's counters over the group's windows.
+    pub upstream: &'e CounterEpoch,
+    /// The downstream point's counters over the group's windows.
+    pub downstream: &'e CounterEpoch,
+    /// The flows to query, with their packets at the sender and encapsulations.
+    pub census: Option<&'e [(FlowEntry, u64, FlowEncap)]>,
+    /// How to query each flow.
+    pub query: &'e ColateQuery,
+}
+
+impl SegmentEstimate for Colate {
+    type Evidence<'e> = ColateEvidence<'e>;
+    fn estimate_segment(cx: &SegmentContext<'_>, e: ColateEvidence<'_>) -> Outcome {
+        colate_group(
+            cx.seg,
+            cx.first,
+            cx.last,
+            e.upstream,
+            e.downstream,
+            e.census,
+            cx.top_flows,
+            e.query,
+            cx.sides,
+        )
+    }
+}
+
+/// What a one-point group's estimate needs besides the point's synopsis.
+#[derive(Clone, Copy, Debug)]
+pub struct PointContext {
+    /// The point's name.
+    pub point: Point,
+    /// The point's id.
+    pub point_id: u32,
+    /// The group's first epoch.
+    pub first: u64,
+    /// The group's last epoch (`[report] fridge_epochs` epochs after the first).
+    pub last: u64,
+}
+
+/// The one estimate signature of a one-point synopsis at the peer: the records of a point's
+/// group from its synopses of the group's epochs, merged.
+pub trait PointEstimate: Registered {
+    /// The group's records and metrics.
+    fn estimate_point(cx: &PointContext, merged: &Self) -> Outcome;
+}
+
+impl PointEstimate for FridgeSynopsis {
+    fn estimate_point(cx: &PointContext, merged: &FridgeSynopsis) -> Outcome {
+        fridge_group(cx.point, cx.point_id, cx.first, cx.last, merged)
     }
 }
 
 /// LDA: one segment record.
-pub fn lda_group(seg: &SegmentInfo, epoch: u64, up: &Lda, down: &Lda, sides: Sides<'_>) -> Outcome {
+fn lda_group(seg: &SegmentInfo, epoch: u64, up: &Lda, down: &Lda, sides: Sides<'_>) -> Outcome {
     let (mean, sd, latest, estimate, result) = match lda::estimate(up, down) {
         Ok(r) => {
             let loss = LdaLoss {
@@ -171,7 +262,7 @@ pub fn lda_group(seg: &SegmentInfo, epoch: u64, up: &Lda, down: &Lda, sides: Sid
 
 /// RDA: one segment record from a finished reconciliation (`failure` when the look-ups did not
 /// complete: then there is no estimate).
-pub fn rda_group(
+fn rda_group(
     seg: &SegmentInfo,
     epoch: u64,
     report: &RdaReport,
@@ -276,14 +367,7 @@ pub fn rda_group(
 }
 
 /// LDS: a segment record (aggregate mean) and the top-N flows of the receiver's log.
-pub fn lds_group(
-    seg: &SegmentInfo,
-    epoch: u64,
-    up: &Lds,
-    down: &Lds,
-    top: usize,
-    sides: Sides<'_>,
-) -> Outcome {
+fn lds_group(seg: &SegmentInfo, epoch: u64, up: &Lds, down: &Lds, top: usize, sides: Sides<'_>) -> Outcome {
     let segment_line = |mean_ns, result| {
         Line::Segment(SegmentLine {
             record: SegmentRecord {
@@ -427,7 +511,7 @@ pub struct ColateQuery {
 /// `loss_seen`: whether packets of the flow's cells reached S and not R in these windows
 /// (the flow's own or a foreign packet: lost or in flight).
 #[allow(clippy::too_many_arguments)]
-pub fn colate_group(
+fn colate_group(
     seg: &SegmentInfo,
     first: u64,
     last: u64,
@@ -505,7 +589,7 @@ pub fn colate_group(
 }
 
 /// Fridge: one `fridge_quantiles` record per exchange kind of one point.
-pub fn fridge_group(point: Point, point_id: u32, first: u64, last: u64, syn: &FridgeSynopsis) -> Outcome {
+fn fridge_group(point: Point, point_id: u32, first: u64, last: u64, syn: &FridgeSynopsis) -> Outcome {
     let report = fridge::estimate(syn);
     let estimate = if report.kinds.iter().any(|k| k.all.p50_ns.is_ok()) { "ok" } else { "no_samples" };
     let (mut lines, mut by_kind) = (Vec::new(), Vec::new());

@@ -4,7 +4,10 @@
 
 use super::{Census, Engine, Event, Group, InFlight, Part};
 use crate::peer::config::SegmentInfo;
-use crate::peer::estimate::{self, Decoded, Outcome, PairContext, PairEstimate, Sides};
+use crate::peer::estimate::{
+    self, ColateEvidence, Decoded, Outcome, Pair, PointContext, PointEstimate, Reconciled, SegmentContext,
+    SegmentEstimate, Sides,
+};
 use crate::peer::net::Points;
 use crate::peer::rda::{self, RdaJob, RdaResult};
 use crate::report::line::{EpochSummary, GroupFailure, Line, ScopeId, SegmentResult, Side};
@@ -18,6 +21,7 @@ use std::time::{Duration, Instant};
 use wirelat_dataplane::synopsis::colate::{Colate, LatencyFloor, QueryOptions};
 use wirelat_dataplane::synopsis::fridge::FridgeSynopsis;
 use wirelat_dataplane::synopsis::lds::Lds;
+use wirelat_dataplane::synopsis::rda::Rda;
 use wirelat_dataplane::synopsis::{Registered, Synopsis, SynopsisKind};
 
 impl Engine {
@@ -37,17 +41,31 @@ impl Engine {
         Some((get(up)?, get(down)?))
     }
 
-    /// [`PairEstimate::estimate_pair`] of the group's two synopses of kind `S`.
-    pub(super) fn estimate_pair<S: PairEstimate + Clone>(
+    /// [`SegmentEstimate::estimate_segment`] of the group's two synopses of kind `S`, for a
+    /// synopsis whose evidence is the [`Pair`] of one epoch.
+    pub(super) fn estimate_pair<S>(
         &self,
-        cx: &PairContext<'_>,
+        cx: &SegmentContext<'_>,
         up: Option<&Part>,
         down: Option<&Part>,
-    ) -> Outcome {
+    ) -> Outcome
+    where
+        S: Clone + for<'e> SegmentEstimate<Evidence<'e> = Pair<'e, S>>,
+    {
         match self.pair::<S>(up, down) {
-            Some((a, b)) => S::estimate_pair(cx, &a, &b),
+            Some((a, b)) => S::estimate_segment(cx, Pair { up: &a, down: &b }),
             None => Outcome::default(),
         }
+    }
+
+    /// The context of segment group `g`.
+    pub(super) fn segment_context<'a>(
+        &self,
+        g: &GroupKey,
+        seg: &'a SegmentInfo,
+        sides: Sides<'a>,
+    ) -> SegmentContext<'a> {
+        SegmentContext { seg, first: g.first, last: g.last, sides, top_flows: self.cfg.report.top_flows }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -63,8 +81,7 @@ impl Engine {
     ) {
         let Some((a, b)) = self.pair::<Lds>(up, down) else { return self.ack_all(&keys) };
         let out = if emit {
-            let cx = PairContext { seg, epoch: g.first, sides, top_flows: self.cfg.report.top_flows };
-            Lds::estimate_pair(&cx, &a, &b)
+            Lds::estimate_segment(&self.segment_context(&g, seg, sides), Pair { up: &a, down: &b })
         } else {
             Outcome::default()
         };
@@ -147,14 +164,9 @@ impl Engine {
         if let Some(fail) = &r.failure {
             tracing::warn!(group = %g, "RDA timestamp look-ups failed: {fail}");
         }
-        let mut out = estimate::rda_group(
-            &f.seg,
-            g.first,
-            &r.report,
-            Sides { complete: f.complete, absent: &f.absent },
-            r.process,
-            r.failure.as_deref(),
-        );
+        let cx = self.segment_context(&g, &f.seg, Sides { complete: f.complete, absent: &f.absent });
+        let evidence = Reconciled { report: &r.report, process: r.process, failure: r.failure.as_deref() };
+        let mut out = Rda::estimate_segment(&cx, evidence);
         if !r.missing_caches.is_empty() {
             tracing::warn!(group = %g, points = ?r.missing_caches, "RDA record incomplete: a point's timestamp cache was missing");
             mark_missing_caches(&mut out, &r.missing_caches);
@@ -183,7 +195,10 @@ impl Engine {
             }
         }
         match merged {
-            Some(m) => estimate::fridge_group(name, point, g.first, g.last, &m),
+            Some(m) => FridgeSynopsis::estimate_point(
+                &PointContext { point: name, point_id: point, first: g.first, last: g.last },
+                &m,
+            ),
             None => Outcome::default(),
         }
     }
@@ -262,17 +277,8 @@ impl Engine {
                 let latency_floor =
                     self.cfg.colate.latency_floor_ns.map_or(LatencyFloor::Derived, LatencyFloor::Fixed);
                 let query = estimate::ColateQuery { opts, latency_floor };
-                estimate::colate_group(
-                    seg,
-                    g.first,
-                    g.last,
-                    s,
-                    r,
-                    c,
-                    self.cfg.report.top_flows,
-                    &query,
-                    sides,
-                )
+                let evidence = ColateEvidence { upstream: s, downstream: r, census: c, query: &query };
+                Colate::estimate_segment(&self.segment_context(g, seg, sides), evidence)
             }
             (Err(e), _) | (_, Err(e)) if emit => Outcome {
                 lines: vec![error_line(g, Some(seg), e)],

@@ -5,7 +5,7 @@ use wirelat_dataplane::synopsis::Synopsis;
 use wirelat_dataplane::synopsis::estimate::NoEstimate;
 use wirelat_dataplane::synopsis::lda::Lda;
 use wirelat_dataplane::synopsis::lds::Lds;
-use wirelat_dataplane::synopsis::rda::RdaReport;
+use wirelat_dataplane::synopsis::rda::{Rda, RdaReport};
 
 #[test]
 fn an_rda_record_without_a_points_cache_is_incomplete_and_reports_no_loss() {
@@ -13,7 +13,9 @@ fn an_rda_record_without_a_points_cache_is_incomplete_and_reports_no_loss() {
         SegmentInfo { id: 10, upstream: 1, downstream: 2, direction: wirelat_records::Direction::Forward };
     let report = RdaReport::unavailable(NoEstimate::NoPackets);
     let sides = Sides { complete: true, absent: &[] };
-    let mut out = estimate::rda_group(&seg, 7, &report, sides, None, None);
+    let cx = estimate::SegmentContext { seg: &seg, first: 7, last: 7, sides, top_flows: 10 };
+    let evidence = estimate::Reconciled { report: &report, process: None, failure: None };
+    let mut out = <Rda as estimate::SegmentEstimate>::estimate_segment(&cx, evidence);
     let line = out.lines[0].to_json();
     assert_eq!(line["complete"], true, "{line}");
     assert!(line.get("missing").is_none(), "{line}");
