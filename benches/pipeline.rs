@@ -30,6 +30,7 @@ use wirelat_dataplane::packet::synth::syn_udp_mix_64;
 use wirelat_dataplane::pipeline::{
     Direction, EpochSynopses, OverrunPolicy, Pipeline, StagedBurst, SynopsisSet,
 };
+use wirelat_dataplane::synopsis::SynopsisKind;
 
 const BURST: usize = 32;
 const PACKETS_PER_ITER: usize = 1 << 20;
@@ -182,6 +183,17 @@ fn bench(c: &mut Criterion) {
     let (set, packet, epoch_ns) = measure_trace_config();
     bench_set(c, "all_five_64B", &set, &packet, epoch_ns);
     bench_set(c, "packet_layer_only_64B", &SynopsisSet::default(), &packet, epoch_ns);
+    // Each synopsis alone (`BENCH_PIPELINE_EACH=0` skips): its cost is its time above
+    // `packet_layer_only`.
+    if std::env::var("BENCH_PIPELINE_EACH").as_deref() != Ok("0") {
+        for kind in SynopsisKind::ALL {
+            if set.enables(kind) {
+                let mut one = set.clone();
+                one.retain(|k| k == kind);
+                bench_set(c, &format!("{}_only_64B", kind.name()), &one, &packet, epoch_ns);
+            }
+        }
+    }
 }
 
 criterion_group!(benches, bench);

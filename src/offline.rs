@@ -16,6 +16,7 @@
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use anyhow::{Context, bail};
 use pcap_file::TsResolution;
@@ -43,6 +44,25 @@ pub struct OfflineSummary {
     pub epochs: u64,
     /// Messages handed to the sinks.
     pub messages: u64,
+    /// Time the control thread's work took: harvesting (merging the workers' shards, which
+    /// files RDA's logs) and publishing (encoding, sinks). What `wirelat run`'s control thread
+    /// does per epoch, here timed in this one thread.
+    pub control: ControlTime,
+}
+
+/// Wall-clock time of the control thread's work during an offline run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ControlTime {
+    /// Harvest polls in total, publishing included, ns.
+    pub harvest_ns: u64,
+    /// Of which publishing (encodes, sinks), ns.
+    pub publish_ns: u64,
+}
+
+impl ControlTime {
+    fn per_packet(ns: u64, packets: u64) -> f64 {
+        if packets == 0 { 0.0 } else { ns as f64 / packets as f64 }
+    }
 }
 
 /// An input the operator gave cannot be used (exit code 2): one sentence naming the file.
@@ -177,7 +197,7 @@ pub fn run(
         let w = steer::worker_of(&frame, workers);
         let Some(pipeline) = pipelines.get_mut(w) else { continue };
         pipeline.process(port, &frame, ts_ns, &mut || {
-            harvest(&mut harvester, &mut publisher, &mut failure);
+            harvest(&mut harvester, &mut publisher, &mut failure, &mut summary.control);
             failure.is_none()
         });
         packets += 1;
@@ -186,7 +206,7 @@ pub fn run(
             for p in &mut pipelines {
                 p.tick(ts_ns);
             }
-            harvest(&mut harvester, &mut publisher, &mut failure);
+            harvest(&mut harvester, &mut publisher, &mut failure, &mut summary.control);
             record(&summary, &pipelines, &harvester, &publisher);
         }
         if let Some(e) = failure.take() {
@@ -198,7 +218,7 @@ pub fn run(
         summary.counters.add(&p.snapshot());
     }
     while !harvester.done() {
-        harvest(&mut harvester, &mut publisher, &mut failure);
+        harvest(&mut harvester, &mut publisher, &mut failure, &mut summary.control);
         if let Some(e) = failure.take() {
             return Err(e);
         }
@@ -224,6 +244,24 @@ pub fn run(
         colate_epochs = c.colate_epochs,
         "offline run finished"
     );
+    let measured = summary.counters.measured;
+    info!(
+        harvest_ms = summary.control.harvest_ns / 1_000_000,
+        publish_ms = summary.control.publish_ns / 1_000_000,
+        control_ns_per_packet =
+            format!("{:.2}", ControlTime::per_packet(summary.control.harvest_ns, measured)),
+        merge_ns_per_packet = format!(
+            "{:.2}",
+            ControlTime::per_packet(
+                summary.control.harvest_ns.saturating_sub(summary.control.publish_ns),
+                measured
+            )
+        ),
+        publish_ns_per_packet =
+            format!("{:.2}", ControlTime::per_packet(summary.control.publish_ns, measured)),
+        workers,
+        "control thread work (wall clock, per measured packet)"
+    );
     let lost = measure::losses(&publisher);
     record(&summary, &pipelines, &harvester, &publisher);
     exposed.finish();
@@ -235,12 +273,21 @@ pub fn run(
 
 /// Emits every epoch all emulated workers have passed. A merge error (two shards of different
 /// configurations: a bug) ends the run; publishing errors are logged.
-fn harvest(h: &mut Harvester<EpochSynopses>, publisher: &mut Publisher, failure: &mut Option<anyhow::Error>) {
+fn harvest(
+    h: &mut Harvester<EpochSynopses>,
+    publisher: &mut Publisher,
+    failure: &mut Option<anyhow::Error>,
+    time: &mut ControlTime,
+) {
+    let started = Instant::now();
     let result = h.poll(|e| {
+        let publishing = Instant::now();
         if let Err(err) = publisher.publish(e.epoch, e.merged, e.shards, e.complete) {
             warn!(epoch = e.epoch, error = %err, "publishing an epoch");
         }
+        time.publish_ns += elapsed_ns(publishing);
     });
+    time.harvest_ns += elapsed_ns(started);
     match result {
         Ok(_) => {
             if let Some(passed) = h.passed() {
@@ -251,4 +298,8 @@ fn harvest(h: &mut Harvester<EpochSynopses>, publisher: &mut Publisher, failure:
             failure.get_or_insert(anyhow::Error::new(e).context("merging worker shards"));
         }
     }
+}
+
+fn elapsed_ns(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }

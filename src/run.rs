@@ -201,7 +201,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     measure::log_measurement(config, "run");
     // Everything that can fail on the configuration fails before the EAL starts.
     measure::check_memory(config, usize::from(config.queues()))?;
-    let template = measuring.then(|| measure::epoch_template(config)).transpose()?;
+    let template = measuring.then(|| measure::epoch_template(config).map(Arc::new)).transpose()?;
     let mut publisher = measuring.then(|| measure::publisher(config, false)).transpose()?;
     let exposed = Exposed::start(config, "run")?;
 
@@ -368,19 +368,20 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         idle_sleep: Duration::from_micros(u64::from(config.workers.idle_sleep_us)),
     };
 
-    // The epoch rings: one link per worker, all allocation here.
+    // The epoch rings: one link per worker. Each worker builds its own ring's buffers (and its
+    // carry) when it starts, on its own lcore, so that their pages are first touched there and
+    // live on its NUMA node; the harvester's accumulators are the control thread's.
     let mut links = Vec::new();
     let mut writers = Vec::new();
     if let Some(t) = &template {
         let clock = EpochClock::new(config.epochs.length_ns()).context("epoch length is 0")?;
         for _ in 0..queues {
-            let t = t.clone();
-            let (link, writer) = EpochLink::new(*config.epochs.ring.get_ref(), clock, move || t.clone());
+            let (link, pending) = EpochLink::deferred(*config.epochs.ring.get_ref(), clock);
             links.push(link);
-            writers.push(Some(writer));
+            writers.push(Some((pending, Arc::clone(t))));
         }
     }
-    let mut harvester = template.map(|t| Harvester::new(links, move || t.clone()));
+    let mut harvester = template.map(|t| Harvester::new(links, move || (*t).clone()));
     let set = config.synopsis_set();
     let split = config.direction_split().context("[monitor] inside")?;
 
@@ -397,21 +398,22 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         let stop = &*stop;
         let abort = &abort;
         let measurement = match (&clocks, writers.get_mut(usize::from(q)).and_then(Option::take)) {
-            (Some(c), Some(writer)) => {
-                let pipeline =
-                    Pipeline::new(config.packet_config(), writer, set.new_carry(), config.epochs.overrun)
-                        .with_split(split.clone());
-                Some((pipeline, c))
-            }
+            (Some(c), Some(ring)) => Some((ring, c)),
             _ => None,
         };
+        let (packet_config, overrun, split, set) =
+            (config.packet_config(), config.epochs.overrun, split.clone(), set.clone());
         jobs.push(LcoreJob {
             lcore,
             job: Box::new(move || {
                 tracing::debug!(queue = q, lcore = Eal::current_lcore(), "worker started");
                 match measurement {
                     None => worker::run(&mut paths, &settings, worker_counters, stop, &mut ForwardOnly),
-                    Some((pipeline, c)) => {
+                    Some(((pending, template), c)) => {
+                        let writer = pending.build(|| (*template).clone());
+                        let pipeline =
+                            Pipeline::new(packet_config, writer, set.new_carry(), overrun).with_split(split);
+                        info!(queue = q, lcore = Eal::current_lcore(), "worker built its epoch buffers");
                         let clock = packet_clock(c, usize::from(q));
                         let mut hook = MeasuringHook::new(pipeline, clock, shared, abort);
                         if c.stamp_delay {

@@ -87,8 +87,17 @@ pub struct EpochLink<B> {
 
 impl<B: EpochBuffer> EpochLink<B> {
     /// A link with `ring` buffers (at least 2) built by `make`, and the writer side for the
-    /// worker. All allocation happens here.
+    /// worker. All allocation happens here, on the calling thread.
     pub fn new(ring: usize, clock: EpochClock, make: impl Fn() -> B) -> (Arc<Self>, EpochWriter<B>) {
+        let (link, pending) = Self::deferred(ring, clock);
+        (link, pending.build(make))
+    }
+
+    /// A link whose buffers are not built yet: the worker builds them itself with
+    /// [`PendingWriter::build`] on its own core, so that it is the first to touch their pages
+    /// and the kernel places them on its NUMA node (first-touch policy). The control thread may
+    /// hold the link before that: it simply finds nothing to harvest yet.
+    pub fn deferred(ring: usize, clock: EpochClock) -> (Arc<Self>, PendingWriter<B>) {
         let ring = ring.max(2);
         let link = Arc::new(Self {
             full: ArrayQueue::new(ring),
@@ -97,22 +106,7 @@ impl<B: EpochBuffer> EpochLink<B> {
             position: CachePadded::new(AtomicU64::new(NOT_STARTED)),
             overrun_epochs: CachePadded::new(AtomicU64::new(0)),
         });
-        for _ in 1..ring {
-            // Cannot fail: the queue holds `ring` and we push `ring - 1`.
-            let _ = link.free.push(Box::new(make()));
-        }
-        let writer = EpochWriter {
-            link: Arc::clone(&link),
-            clock,
-            current: Some(Box::new(make())),
-            used: false,
-            skipping: false,
-            epoch: 0,
-            start_ns: 0,
-            next_ns: 0,
-            counters: WriterCounters::default(),
-        };
-        (link, writer)
+        (link.clone(), PendingWriter { link, clock, ring })
     }
 
     /// The first epoch this worker has not finished: `None` before it has a clock,
@@ -166,6 +160,35 @@ pub struct WriterCounters {
     pub late_packets: u64,
     /// Skipped epochs the control thread could not be told about (its note queue was full).
     pub unreported_skips: u64,
+}
+
+/// The worker's side of an [`EpochLink::deferred`] link before its buffers exist.
+pub struct PendingWriter<B> {
+    link: Arc<EpochLink<B>>,
+    clock: EpochClock,
+    ring: usize,
+}
+
+impl<B: EpochBuffer> PendingWriter<B> {
+    /// Builds the link's `ring` buffers with `make` on the calling thread (every allocation of
+    /// the worker's ring happens here) and returns the writer.
+    pub fn build(self, make: impl Fn() -> B) -> EpochWriter<B> {
+        for _ in 1..self.ring {
+            // Cannot fail: the queue holds `ring` and we push `ring - 1`.
+            let _ = self.link.free.push(Box::new(make()));
+        }
+        EpochWriter {
+            link: self.link,
+            clock: self.clock,
+            current: Some(Box::new(make())),
+            used: false,
+            skipping: false,
+            epoch: 0,
+            start_ns: 0,
+            next_ns: 0,
+            counters: WriterCounters::default(),
+        }
+    }
 }
 
 /// The worker's side of an [`EpochLink`].
@@ -357,6 +380,33 @@ mod tests {
         w.finish();
         assert_eq!(link.watermark(), Some(u64::MAX));
         assert_eq!(drain(&link), vec![(4, 1)]);
+    }
+
+    #[test]
+    fn a_deferred_link_has_its_buffers_built_by_the_worker_thread() {
+        let (link, pending) = EpochLink::deferred(3, EpochClock::new(100).unwrap());
+        // The control side may hold the link before the worker built anything.
+        assert!(link.pop_full().is_none() && link.free.is_empty());
+        let builders = std::sync::Mutex::new(Vec::new());
+        let worker = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let mut w = pending.build(|| {
+                        builders.lock().unwrap().push(std::thread::current().id());
+                        Sum::default()
+                    });
+                    for ts in [5, 150] {
+                        w.buffer_for(ts).unwrap().0 += 1;
+                    }
+                    w.finish();
+                    std::thread::current().id()
+                })
+                .join()
+                .unwrap()
+        });
+        // Every buffer of the ring (three), and none on this thread.
+        assert_eq!(builders.into_inner().unwrap(), vec![worker; 3]);
+        assert_eq!(drain(&link), vec![(0, 1), (1, 1)]);
     }
 
     #[test]

@@ -85,8 +85,8 @@ macro_rules! define_set {
                 Ok(())
             }
 
-            /// Turns off every synopsis for which `keep` is false (the registry test's sets).
-            #[cfg(test)]
+            /// Turns off every synopsis for which `keep` is false (the registry test's sets, the
+            /// pipeline bench's one-synopsis runs).
             pub fn retain(&mut self, keep: impl Fn(SynopsisKind) -> bool) {
                 $(if !keep(SynopsisKind::$ov) { self.$o = None; })*
                 $(if !keep(SynopsisKind::$tv) { self.$t = None; })*
