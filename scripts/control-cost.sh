@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Control-thread cost per measured packet with N emulated workers: `wirelat offline` over one
+# point's generated trace pair, with the synopses and sizes of configs/measure-trace.toml (all
+# five, 100-ms epochs, JSON lines + body dumps into a scratch directory). offline times its
+# harvest polls (merging the workers' shards, which files RDA's logs) and its publishing
+# (encodes, sinks) and logs them per measured packet. Median of ROUNDS runs per worker count.
+#
+#   scripts/control-cost.sh     # env: WORKERS="1 2 4 8" ROUNDS=3 RATE=1000000 DURATION=3s DIR=/tmp/wirelat-control-cost
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WORKERS=${WORKERS:-"1 2 4 8"}
+ROUNDS=${ROUNDS:-3}
+RATE=${RATE:-1000000}
+DURATION=${DURATION:-3s}
+DIR=${DIR:-/tmp/wirelat-control-cost}
+cargo build --release --quiet
+mkdir -p "$DIR"
+if [[ ! -f "$DIR/trace-$RATE-$DURATION/a_port0.pcap" ]]; then
+    ./target/release/wirelat gen-trace -o "$DIR/trace-$RATE-$DURATION" --rate "$RATE" --duration "$DURATION" --seed 5 >/dev/null
+fi
+sed -e "s#\"out/#\"$DIR/out/#" -e '/^dump_dir/d' -e '/^colate_archive/d' configs/measure-trace.toml >"$DIR/config.toml"
+median() { sort -g | awk '{ v[n++] = $1 } END { printf "%.1f", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
+printf "%-8s %-10s %-12s %-10s %-12s %-12s %s\n" workers packets epochs control merge publish "(ns per measured packet, median of $ROUNDS)"
+for w in $WORKERS; do
+    : >"$DIR/runs"
+    for _ in $(seq "$ROUNDS"); do
+        rm -rf "$DIR/out" && mkdir -p "$DIR/out"
+        ./target/release/wirelat offline --config "$DIR/config.toml" --port0 "$DIR/trace-$RATE-$DURATION/a_port0.pcap" \
+            --port1 "$DIR/trace-$RATE-$DURATION/a_port1.pcap" --workers "$w" 2>&1 |
+            awk '/offline run finished/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "measured") m = kv[2]; if (kv[1] == "epochs") e = kv[2] } }
+                 /control thread work/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); gsub(/"/, "", kv[2]); v[kv[1]] = kv[2] } }
+                 END { print m, e, v["control_ns_per_packet"], v["merge_ns_per_packet"], v["publish_ns_per_packet"] }' >>"$DIR/runs"
+    done
+    read -r packets epochs _ < "$DIR/runs"
+    printf "%-8s %-10s %-12s %-10s %-12s %-12s\n" "$w" "$packets" "$epochs" \
+        "$(awk '{print $3}' "$DIR/runs" | median)" "$(awk '{print $4}' "$DIR/runs" | median)" "$(awk '{print $5}' "$DIR/runs" | median)"
+done
+rm -rf "$DIR/out"
