@@ -6,6 +6,7 @@
 # (encodes, sinks) and logs them per measured packet. Median of ROUNDS runs per worker count.
 #
 #   scripts/control-cost.sh     # env: WORKERS="1 2 4 8" ROUNDS=3 RATE=1000000 DURATION=3s DIR=/tmp/wirelat-control-cost
+#                               #      BIN=path/to/wirelat (another build, e.g. for before/after; default: build this tree)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORKERS=${WORKERS:-"1 2 4 8"}
@@ -13,10 +14,14 @@ ROUNDS=${ROUNDS:-3}
 RATE=${RATE:-1000000}
 DURATION=${DURATION:-3s}
 DIR=${DIR:-/tmp/wirelat-control-cost}
-cargo build --release --quiet
+BIN=${BIN:-}
+if [[ -z "$BIN" ]]; then
+    cargo build --release --quiet
+    BIN=./target/release/wirelat
+fi
 mkdir -p "$DIR"
 if [[ ! -f "$DIR/trace-$RATE-$DURATION/a_port0.pcap" ]]; then
-    ./target/release/wirelat gen-trace -o "$DIR/trace-$RATE-$DURATION" --rate "$RATE" --duration "$DURATION" --seed 5 >/dev/null
+    "$BIN" gen-trace -o "$DIR/trace-$RATE-$DURATION" --rate "$RATE" --duration "$DURATION" --seed 5 >/dev/null
 fi
 sed -e "s#\"out/#\"$DIR/out/#" -e '/^dump_dir/d' -e '/^colate_archive/d' configs/measure-trace.toml >"$DIR/config.toml"
 median() { sort -g | awk '{ v[n++] = $1 } END { printf "%.1f", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
@@ -25,7 +30,7 @@ for w in $WORKERS; do
     : >"$DIR/runs"
     for _ in $(seq "$ROUNDS"); do
         rm -rf "$DIR/out" && mkdir -p "$DIR/out"
-        ./target/release/wirelat offline --config "$DIR/config.toml" --port0 "$DIR/trace-$RATE-$DURATION/a_port0.pcap" \
+        "$BIN" offline --config "$DIR/config.toml" --port0 "$DIR/trace-$RATE-$DURATION/a_port0.pcap" \
             --port1 "$DIR/trace-$RATE-$DURATION/a_port1.pcap" --workers "$w" 2>&1 |
             awk '/offline run finished/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "measured") m = kv[2]; if (kv[1] == "epochs") e = kv[2] } }
                  /control thread work/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); gsub(/"/, "", kv[2]); v[kv[1]] = kv[2] } }
