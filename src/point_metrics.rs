@@ -98,16 +98,16 @@ impl Exposed {
             m.set("wirelat_publish_given_up", &[("reason", reason)], n);
         }
         if let Some(s) = p.ship_counters() {
-            m.set("wirelat_ship_delivered", &[], s.delivered);
-            m.set("wirelat_ship_sent_frames", &[], s.sent);
-            m.set("wirelat_ship_resent_frames", &[], s.resent);
-            m.set("wirelat_ship_acked", &[], s.acked);
-            m.set("wirelat_ship_connections", &[], s.connections);
-            m.set("wirelat_ship_connect_failures", &[], s.connect_failures);
-            m.set("wirelat_ship_not_crash_safe", &[], s.not_crash_safe);
-            m.set("wirelat_ship_queued", &[], s.queued);
-            m.set("wirelat_ship_spilled", &[], s.spilled);
-            m.set("wirelat_ship_rda_lookups", &[], s.rda_lookups);
+            m.set("wirelat_ship_delivered", &[], s.frames.delivered);
+            m.set("wirelat_ship_sent_frames", &[], s.frames.sent);
+            m.set("wirelat_ship_resent_frames", &[], s.frames.resent);
+            m.set("wirelat_ship_acked", &[], s.frames.acked);
+            m.set("wirelat_ship_connections", &[], s.connections.connections);
+            m.set("wirelat_ship_connect_failures", &[], s.connections.connect_failures);
+            m.set("wirelat_ship_not_crash_safe", &[], s.queue.not_crash_safe);
+            m.set("wirelat_ship_queued", &[], s.queue.queued);
+            m.set("wirelat_ship_spilled", &[], s.queue.spilled);
+            m.set("wirelat_ship_rda_lookups", &[], s.rda.rda_lookups);
         }
     }
 

@@ -387,16 +387,7 @@ impl Publisher {
         let mut all = self.sinks.iter().filter_map(|s| s.ship_counters());
         let mut total = all.next()?;
         for c in all {
-            total.delivered += c.delivered;
-            total.sent += c.sent;
-            total.resent += c.resent;
-            total.acked += c.acked;
-            total.connections += c.connections;
-            total.connect_failures += c.connect_failures;
-            total.not_crash_safe += c.not_crash_safe;
-            total.queued += c.queued;
-            total.spilled += c.spilled;
-            total.rda_lookups += c.rda_lookups;
+            total.add(&c);
         }
         Some(total)
     }

@@ -23,23 +23,25 @@
 //! control thread never waits on the network while holding it.
 
 mod config;
+mod counters;
 pub mod queue;
 pub mod retain;
 mod shipper;
 
 pub use config::{MAX_MS, MAX_QUEUE_MESSAGES, MIN_BODY_BYTES, MIN_QUEUE_BYTES, ShipConfig};
+pub use counters::{ConnectionCounts, FrameCounts, QueueCounts, ShipCounters};
 
 use crate::auth::PreSharedKey;
 use crate::conn::FrameWriter;
 use crate::sink::{EpochMessage, EpochSink};
 use crate::synopses::SynopsesConfig;
 use crate::wire::{EpochFrame, GiveUp, Message, MessageKey};
+use counters::{SharedConnectionCounts, SharedFrameCounts};
 use queue::{GiveUpCounters, Offer, Queue, QueueLimits, SetAside};
 use retain::RetainedCaches;
-use serde::Serialize;
 use shipper::shipper_main;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -69,67 +71,6 @@ pub enum ShipError {
     Thread(std::io::Error),
 }
 
-/// What a network sink did (a snapshot of its counters).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct ShipCounters {
-    /// Epoch synopses handed to the sink.
-    pub delivered: u64,
-    /// Of those, already queued under the same key (dropped).
-    pub duplicate_deliveries: u64,
-    /// Frames written to a connection (resends included).
-    pub sent: u64,
-    /// Frames written again after a reconnect.
-    pub resent: u64,
-    /// Epoch synopses the peer acknowledged.
-    pub acked: u64,
-    /// Given up, by reason.
-    pub given_up: Vec<(&'static str, u64)>,
-    /// Epoch synopses waiting for an acknowledgement now.
-    pub queued: u64,
-    /// Of those, held only in the spill directory.
-    pub spilled: u64,
-    /// Entries loaded from the spill directory at start-up.
-    pub loaded_from_spill: u64,
-    /// With `spill_all`: epoch synopses kept in memory only because the spill directory could
-    /// not take them (disk full, `spill_bytes` reached): crash safety was lost for them.
-    pub not_crash_safe: u64,
-    /// Successful handshakes.
-    pub connections: u64,
-    /// Failed connection attempts (refused, timed out, handshake failed, rejected).
-    pub connect_failures: u64,
-    /// Connections the peer refused with a reason.
-    pub rejected_by_peer: u64,
-    /// RDA caches retained / expired / evicted.
-    pub rda_caches_retained: u64,
-    /// See `rda_caches_retained`.
-    pub rda_caches_expired: u64,
-    /// See `rda_caches_retained`.
-    pub rda_caches_evicted: u64,
-    /// RDA caches dropped when the peer acknowledged their epoch (its reconciliation is over).
-    pub rda_caches_released: u64,
-    /// Look-up requests answered, ids looked up, requests for a cache not held.
-    pub rda_lookups: u64,
-    /// See `rda_lookups`.
-    pub rda_lookup_ids: u64,
-    /// See `rda_lookups`.
-    pub rda_lookup_misses: u64,
-    /// Late-binding bank builds answered.
-    pub rda_binds: u64,
-}
-
-#[derive(Default)]
-struct Counters {
-    delivered: AtomicU64,
-    duplicates: AtomicU64,
-    sent: AtomicU64,
-    resent: AtomicU64,
-    acked: AtomicU64,
-    loaded: AtomicU64,
-    connections: AtomicU64,
-    connect_failures: AtomicU64,
-    rejected: AtomicU64,
-}
-
 struct Shared {
     point: u32,
     cfg: ShipConfig,
@@ -141,7 +82,10 @@ struct Shared {
     wake: Condvar,
     stop: AtomicBool,
     given_up: GiveUpCounters,
-    counters: Counters,
+    frames: SharedFrameCounts,
+    connections: SharedConnectionCounts,
+    /// Entries loaded from the spill directory at start-up (set once, before the threads).
+    loaded_from_spill: u64,
     retained: Mutex<RetainedCaches>,
     /// The spill directory's lock, held as long as the sink lives.
     _spill_lock: Option<std::fs::File>,
@@ -186,10 +130,10 @@ impl NetworkSink {
         lock(&s.queue).advance_watermark(u64::MAX);
         s.wake.notify_all();
         let mut deadline = Instant::now() + wait;
-        let mut acked = s.counters.acked.load(Ordering::Relaxed);
+        let mut acked = s.frames.acked.load(Ordering::Relaxed);
         loop {
             // With backpressure `wait` is how long to go without an acknowledgement.
-            let now_acked = s.counters.acked.load(Ordering::Relaxed);
+            let now_acked = s.frames.acked.load(Ordering::Relaxed);
             if self.backpressure && now_acked != acked {
                 acked = now_acked;
                 deadline = Instant::now() + wait;
@@ -221,20 +165,20 @@ impl NetworkSink {
             s.give_up(key, GiveUp::UnackedAtClose);
         }
         let c = snapshot(s);
-        if c.queued > 0 {
+        if c.queue.queued > 0 {
             tracing::warn!(
-                left = c.queued,
+                left = c.queue.queued,
                 "closing with unacknowledged epoch synopses in the spill directory; the next start resends them"
             );
         }
         tracing::info!(
-            delivered = c.delivered,
-            acked = c.acked,
-            sent = c.sent,
-            resent = c.resent,
+            delivered = c.frames.delivered,
+            acked = c.frames.acked,
+            sent = c.frames.sent,
+            resent = c.frames.resent,
             given_up = s.given_up.total(),
-            not_crash_safe = c.not_crash_safe,
-            connections = c.connections,
+            not_crash_safe = c.queue.not_crash_safe,
+            connections = c.connections.connections,
             "network sink closed"
         );
     }
@@ -310,13 +254,14 @@ impl NetworkSink {
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
             given_up,
-            counters: Counters::default(),
+            frames: SharedFrameCounts::default(),
+            connections: SharedConnectionCounts::default(),
+            loaded_from_spill: loaded as u64,
             retained: Mutex::new(retained),
             live: Mutex::new(None),
             _spill_lock: spill_lock,
             cfg,
         });
-        shared.counters.loaded.store(loaded as u64, Ordering::Relaxed);
         let s = shared.clone();
         let shipper = std::thread::Builder::new()
             .name("wirelat-ship".into())
@@ -340,7 +285,7 @@ impl NetworkSink {
     fn wait_for_room(&mut self, bytes: u64) {
         let s = &self.shared;
         let patience = Duration::from_millis(s.cfg.close_timeout_ms);
-        let acked = || s.counters.acked.load(Ordering::Relaxed);
+        let acked = || s.frames.acked.load(Ordering::Relaxed);
         let (mut seen, mut since) = (acked(), Instant::now());
         let mut q = lock(&s.queue);
         let mut waited = false;
@@ -387,43 +332,28 @@ impl NetworkSink {
 }
 
 fn snapshot(s: &Shared) -> ShipCounters {
-    let c = &s.counters;
-    let (queued, spilled, not_crash_safe) = {
+    let queue = {
         let q = lock(&s.queue);
-        (q.len() as u64, q.spilled() as u64, q.not_crash_safe())
+        QueueCounts {
+            queued: q.len() as u64,
+            spilled: q.spilled() as u64,
+            loaded_from_spill: s.loaded_from_spill,
+            not_crash_safe: q.not_crash_safe(),
+        }
     };
-    let r = lock(&s.retained);
-    let rc = &r.counters;
-    let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
     ShipCounters {
-        delivered: get(&c.delivered),
-        duplicate_deliveries: get(&c.duplicates),
-        sent: get(&c.sent),
-        resent: get(&c.resent),
-        acked: get(&c.acked),
+        frames: s.frames.snapshot(),
         given_up: s.given_up.snapshot().into_iter().map(|(g, n)| (g.name(), n)).collect(),
-        queued,
-        spilled,
-        loaded_from_spill: get(&c.loaded),
-        not_crash_safe,
-        connections: get(&c.connections),
-        connect_failures: get(&c.connect_failures),
-        rejected_by_peer: get(&c.rejected),
-        rda_caches_retained: get(&rc.retained),
-        rda_caches_expired: get(&rc.expired),
-        rda_caches_evicted: get(&rc.evicted),
-        rda_caches_released: get(&rc.released),
-        rda_lookups: get(&rc.lookups),
-        rda_lookup_ids: get(&rc.lookup_ids),
-        rda_lookup_misses: get(&rc.missed),
-        rda_binds: get(&rc.binds),
+        queue,
+        connections: s.connections.snapshot(),
+        rda: lock(&s.retained).counters,
     }
 }
 
 impl EpochSink for NetworkSink {
     fn deliver(&mut self, msg: &EpochMessage) {
         let s = &self.shared;
-        s.counters.delivered.fetch_add(1, Ordering::Relaxed);
+        s.frames.delivered.fetch_add(1, Ordering::Relaxed);
         let key = MessageKey { point: msg.point, segment: msg.segment, epoch: msg.epoch, kind: msg.kind };
         let frame = Message::Epoch(EpochFrame {
             key,
@@ -446,7 +376,7 @@ impl EpochSink for NetworkSink {
         match offer {
             Offer::Queued => {}
             Offer::Duplicate => {
-                s.counters.duplicates.fetch_add(1, Ordering::Relaxed);
+                s.frames.duplicate_deliveries.fetch_add(1, Ordering::Relaxed);
             }
             Offer::GivenUp(reason) => s.give_up(&key, reason),
         }
@@ -559,7 +489,7 @@ mod tests {
         let c = sink.counters();
         assert!(c.given_up.contains(&("config_changed", 1)), "{c:?}");
         assert!(c.given_up.contains(&("spill_corrupt", 0)), "{c:?}");
-        assert_eq!(c.queued, 2, "{c:?}");
+        assert_eq!(c.queue.queued, 2, "{c:?}");
         // A second sink (another point, or the same one started twice) cannot share the
         // directory while this one runs.
         let mut again = ShipConfig::new("127.0.0.1:1", &key_file);

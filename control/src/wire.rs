@@ -45,9 +45,10 @@ use wirelat_dataplane::synopsis::codec::{DecodeError, Reader, Writer};
 use xxhash_rust::xxh3::Xxh3;
 
 mod decode;
+mod encode;
 mod header;
 
-use decode::{array, decode_body_inner};
+use decode::array;
 pub use header::{Header, checksum};
 
 /// The first four bytes of every frame.
@@ -465,133 +466,6 @@ impl Message {
             Message::Reject { .. } => MessageType::Reject,
         }
     }
-
-    /// The frame: header and body (no MAC).
-    pub fn encode(&self) -> Vec<u8> {
-        let mut body = Vec::new();
-        let mut h = Header {
-            msg_type: self.msg_type(),
-            flags: 0,
-            point: 0,
-            segment: 0,
-            epoch: 0,
-            kind: None,
-            body_len: 0,
-            fingerprint: 0,
-            checksum: 0,
-        };
-        let mut w = Writer::new(&mut body);
-        match self {
-            Message::ClientHello { nonce } | Message::ServerHello { nonce } => w.bytes(nonce),
-            Message::Hello(hello) => {
-                h.point = hello.point;
-                w.u64(hello.watermark);
-                w.u64(hello.packet_identity);
-                let n = hello.fingerprints.len().min(SynopsisKind::ALL.len());
-                w.u8(n as u8);
-                for (k, f) in hello.fingerprints.iter().take(n) {
-                    w.u8(*k as u8);
-                    w.u64(*f);
-                }
-            }
-            Message::Epoch(e) => {
-                set_key(&mut h, &e.key);
-                h.fingerprint = e.fingerprint;
-                h.flags = if e.complete { FLAG_COMPLETE } else { 0 };
-                w.u64(e.epoch_len_ns);
-                w.bytes(&e.synopsis);
-            }
-            Message::Ack(key) => set_key(&mut h, key),
-            Message::Progress { point, watermark, given_up } => {
-                h.point = *point;
-                h.epoch = *watermark;
-                let n = given_up.len().min(GiveUp::ALL.len());
-                w.u8(n as u8);
-                for (g, c) in given_up.iter().take(n) {
-                    w.u8(*g as u8);
-                    w.u64(*c);
-                }
-            }
-            Message::LookupRequest { request_id, cache, ids } => {
-                set_cache(&mut h, cache);
-                w.u64(*request_id);
-                w.u32(ids.len() as u32);
-                for id in ids {
-                    w.u64(*id);
-                }
-            }
-            Message::LookupResponse { request_id, status, timestamps } => {
-                w.u64(*request_id);
-                w.u8(*status as u8);
-                w.u32(timestamps.len() as u32);
-                for t in timestamps {
-                    w.u8(u8::from(t.is_some()));
-                    w.u64(t.unwrap_or(0));
-                }
-            }
-            Message::BindRequest { request_id, cache, buckets_per_bank } => {
-                set_cache(&mut h, cache);
-                w.u64(*request_id);
-                w.u32(*buckets_per_bank);
-            }
-            Message::BindResponse { request_id, status, banks } => {
-                w.u64(*request_id);
-                w.u8(*status as u8);
-                w.bytes(banks);
-            }
-            Message::Reject { reason } => w.bytes(cut_reason(reason).as_bytes()),
-        }
-        h.body_len = u32::try_from(body.len()).unwrap_or(u32::MAX);
-        let mut out = Vec::with_capacity(HEADER_LEN + body.len());
-        h.write(&mut out);
-        let sum = checksum(&out, &body);
-        if let Some(slot) = out.get_mut(CHECKED_LEN..HEADER_LEN) {
-            slot.copy_from_slice(&sum.to_le_bytes());
-        }
-        out.extend_from_slice(&body);
-        out
-    }
-
-    /// Decodes one whole frame (header and body, no MAC) from `bytes`, which must hold exactly
-    /// one frame.
-    pub fn decode(bytes: &[u8], max_body: u32) -> Result<Message, WireError> {
-        let h = Header::parse(bytes, max_body)?;
-        let want = HEADER_LEN + h.body_len as usize;
-        if bytes.len() < want {
-            return Err(WireError::Truncated { needed: want, available: bytes.len() });
-        }
-        if bytes.len() > want {
-            return Err(WireError::Body {
-                kind: h.msg_type.name(),
-                reason: format!("{} bytes after the frame", bytes.len() - want),
-            });
-        }
-        let (head, body) = bytes.split_at(HEADER_LEN);
-        Self::from_parts(&h, head, body)
-    }
-
-    /// Checks the checksum over `header_bytes` (the raw 48 header bytes) and `body`, then
-    /// decodes the body of the message `h` announces.
-    pub fn from_parts(h: &Header, header_bytes: &[u8], body: &[u8]) -> Result<Message, WireError> {
-        if body.len() != h.body_len as usize {
-            return Err(WireError::Truncated { needed: h.body_len as usize, available: body.len() });
-        }
-        let found = checksum(header_bytes, body);
-        if found != h.checksum {
-            return Err(WireError::BadChecksum { expected: h.checksum, found });
-        }
-        Self::decode_body(h, body)
-    }
-
-    /// Decodes the body of the message `h` announces, without checking the checksum (the
-    /// caller has; the fuzz target calls it directly to reach every body parser).
-    pub fn decode_body(h: &Header, body: &[u8]) -> Result<Message, WireError> {
-        let t = h.msg_type;
-        let mut r = Reader::new(body);
-        let m = decode_body_inner(h, &mut r).map_err(|e| WireError::body(t, e))?;
-        r.finish().map_err(|e| WireError::body(t, e))?;
-        Ok(m)
-    }
 }
 
 /// At most [`MAX_REASON_BYTES`] of `reason`, cut at a character boundary.
@@ -601,20 +475,6 @@ fn cut_reason(reason: &str) -> &str {
         end -= 1;
     }
     reason.get(..end).unwrap_or_default()
-}
-
-fn set_key(h: &mut Header, key: &MessageKey) {
-    h.point = key.point;
-    h.segment = key.segment;
-    h.epoch = key.epoch;
-    h.kind = Some(key.kind);
-}
-
-fn set_cache(h: &mut Header, c: &CacheRef) {
-    h.point = c.point;
-    h.segment = c.segment;
-    h.epoch = c.epoch;
-    h.kind = Some(SynopsisKind::Rda);
 }
 
 #[cfg(test)]

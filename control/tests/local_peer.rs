@@ -104,7 +104,7 @@ fn an_in_process_peer_pairs_local_and_remote_epochs() {
     }
     b.close();
     a.close();
-    assert_eq!(a.counters().queued, 0, "a's epochs were all acknowledged");
+    assert_eq!(a.counters().queue.queued, 0, "a's epochs were all acknowledged");
 
     // Expected: LDA and RDA per (segment, epoch), directly.
     let mut want = Estimates::new();
@@ -209,8 +209,8 @@ fn late_binding_rda_is_bound_over_the_network() {
     }
     b.close();
     a.close();
-    assert_eq!(a.counters().queued, 0);
-    assert!(a.counters().rda_binds > 0, "point a built banks for the peer: {:?}", a.counters());
+    assert_eq!(a.counters().queue.queued, 0);
+    assert!(a.counters().rda.rda_binds > 0, "point a built banks for the peer: {:?}", a.counters());
 
     let mut want = BTreeMap::new();
     let cache = |hs: &[Harvest], s: u32, e: u64| {

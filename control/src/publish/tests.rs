@@ -185,3 +185,77 @@ fn progress_reaches_the_sinks_only_when_it_advances() {
     }
     assert_eq!(*sink.0.lock().unwrap(), vec![3, 7, u64::MAX]);
 }
+
+/// A network sink stand-in that reports fixed counters.
+struct Shipping(crate::ship::ShipCounters);
+impl EpochSink for Shipping {
+    fn deliver(&mut self, _msg: &EpochMessage) {}
+    fn ship_counters(&self) -> Option<crate::ship::ShipCounters> {
+        Some(self.0.clone())
+    }
+}
+
+/// Counters with every field non-zero: field i of the whole (in JSON order) is `(i + 1) * k`.
+fn ship_counters(k: u64) -> crate::ship::ShipCounters {
+    use crate::ship::retain::RetainCounts;
+    use crate::ship::{ConnectionCounts, FrameCounts, QueueCounts, ShipCounters};
+    ShipCounters {
+        frames: FrameCounts {
+            delivered: k,
+            duplicate_deliveries: 2 * k,
+            sent: 3 * k,
+            resent: 4 * k,
+            acked: 5 * k,
+        },
+        given_up: vec![("queue_full", 6 * k), ("too_old", 7 * k)],
+        queue: QueueCounts {
+            queued: 8 * k,
+            spilled: 9 * k,
+            loaded_from_spill: 10 * k,
+            not_crash_safe: 11 * k,
+        },
+        connections: ConnectionCounts {
+            connections: 12 * k,
+            connect_failures: 13 * k,
+            rejected_by_peer: 14 * k,
+        },
+        rda: RetainCounts {
+            rda_caches_retained: 15 * k,
+            rda_caches_expired: 16 * k,
+            rda_caches_evicted: 17 * k,
+            rda_caches_released: 18 * k,
+            rda_lookups: 19 * k,
+            rda_lookup_ids: 20 * k,
+            rda_lookup_misses: 21 * k,
+            rda_binds: 22 * k,
+        },
+    }
+}
+
+#[test]
+fn ship_counters_sum_every_counter_over_the_network_sinks() {
+    let set = SynopsisSet { lda: Some(LdaConfig::single_bank(64, 1.0, 7)), ..SynopsisSet::default() };
+    let ids = PointIds { point: 1, forward_segment: 1, reverse_segment: 2 };
+    let sinks: Vec<Box<dyn EpochSink>> = vec![
+        Box::new(Shipping(ship_counters(1))),
+        Box::new(Progress::default()),
+        Box::new(Shipping(ship_counters(100))),
+    ];
+    let publisher = Publisher::new(ids, 1_000, &set, &PacketConfig::default(), None, sinks).unwrap();
+    let total = publisher.ship_counters().expect("two network sinks");
+    // Compared through the JSON so that every field, by name, is checked: each is 101 times
+    // its index, and a reason given up by one sink only is kept.
+    let got = serde_json::to_value(&total).unwrap();
+    let want = serde_json::to_value(ship_counters(101)).unwrap();
+    assert_eq!(got, want);
+    let obj = got.as_object().unwrap();
+    assert_eq!(obj.len(), 21, "every counter of ShipCounters is in the comparison: {got}");
+
+    let mut with_other_reason = ship_counters(1);
+    with_other_reason.given_up = vec![("too_old", 1), ("spill_failed", 2)];
+    let mut sum = ship_counters(1);
+    sum.add(&with_other_reason);
+    assert_eq!(sum.given_up, vec![("queue_full", 6), ("too_old", 8), ("spill_failed", 2)]);
+    let none = Publisher::new(ids, 1_000, &set, &PacketConfig::default(), None, vec![]).unwrap();
+    assert_eq!(none.ship_counters(), None);
+}

@@ -8,30 +8,33 @@
 
 use crate::wire::{CacheRef, LookupStatus};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use wirelat_dataplane::synopsis::rda::{Banks, RdaConfig, TimestampCache, sizing, wire as rda_wire};
 
-/// Counters of the retained caches.
-#[derive(Debug, Default)]
-pub struct RetainCounters {
-    /// Caches stored.
-    pub retained: AtomicU64,
-    /// Caches dropped because their retention time passed.
-    pub expired: AtomicU64,
-    /// Caches dropped early to stay within the byte budget.
-    pub evicted: AtomicU64,
-    /// Caches dropped because the peer acknowledged their epoch's RDA synopsis: it committed
-    /// the reconciliation, so no look-up for them can come any more.
-    pub released: AtomicU64,
-    /// Look-up requests answered.
-    pub lookups: AtomicU64,
-    /// Ids looked up.
-    pub lookup_ids: AtomicU64,
-    /// Look-ups and binds for a cache this point does not hold.
-    pub missed: AtomicU64,
-    /// Late-binding bank builds answered.
-    pub binds: AtomicU64,
+wirelat_dataplane::counter_set! {
+    /// Counters of the retained caches (part of [`ShipCounters`](super::ShipCounters), under
+    /// these names). Plain counts: the caches are only ever used behind the sink's lock.
+    #[derive(serde::Serialize)]
+    pub struct RetainCounts;
+    {
+        /// Caches stored.
+        rda_caches_retained => rda_caches_retained,
+        /// Caches dropped because their retention time passed.
+        rda_caches_expired => rda_caches_expired,
+        /// Caches dropped early to stay within the byte budget.
+        rda_caches_evicted => rda_caches_evicted,
+        /// Caches dropped because the peer acknowledged their epoch's RDA synopsis: it
+        /// committed the reconciliation, so no look-up for them can come any more.
+        rda_caches_released => rda_caches_released,
+        /// Look-up requests answered.
+        rda_lookups => rda_lookups,
+        /// Ids looked up.
+        rda_lookup_ids => rda_lookup_ids,
+        /// Look-ups and binds for a cache this point does not hold.
+        rda_lookup_misses => rda_lookup_misses,
+        /// Late-binding bank builds answered.
+        rda_binds => rda_binds,
+    }
 }
 
 struct Retained {
@@ -57,7 +60,7 @@ pub struct RetainedCaches {
     bytes: u64,
     caches: HashMap<(u32, u64), Retained>,
     /// Counters.
-    pub counters: RetainCounters,
+    pub counters: RetainCounts,
 }
 
 impl RetainedCaches {
@@ -71,7 +74,7 @@ impl RetainedCaches {
             max_bytes,
             bytes: 0,
             caches: HashMap::new(),
-            counters: RetainCounters::default(),
+            counters: RetainCounts::default(),
         }
     }
 
@@ -87,7 +90,7 @@ impl RetainedCaches {
         if let Some(old) = self.caches.insert((segment, epoch), r) {
             self.bytes = self.bytes.saturating_sub(old.bytes());
         }
-        self.counters.retained.fetch_add(1, Ordering::Relaxed);
+        self.counters.rda_caches_retained += 1;
         self.expire();
     }
 
@@ -102,14 +105,14 @@ impl RetainedCaches {
             .collect();
         for k in old {
             self.drop_cache(k);
-            self.counters.expired.fetch_add(1, Ordering::Relaxed);
+            self.counters.rda_caches_expired += 1;
         }
         while self.bytes > self.max_bytes && self.caches.len() > 1 {
             let Some(oldest) = self.caches.iter().min_by_key(|(_, r)| r.stored).map(|(k, _)| *k) else {
                 break;
             };
             self.drop_cache(oldest);
-            self.counters.evicted.fetch_add(1, Ordering::Relaxed);
+            self.counters.rda_caches_evicted += 1;
             tracing::warn!(
                 segment = oldest.0,
                 epoch = oldest.1,
@@ -126,7 +129,7 @@ impl RetainedCaches {
     pub fn release(&mut self, segment: u32, epoch: u64) {
         if self.caches.contains_key(&(segment, epoch)) {
             self.drop_cache((segment, epoch));
-            self.counters.released.fetch_add(1, Ordering::Relaxed);
+            self.counters.rda_caches_released += 1;
         }
     }
 
@@ -160,10 +163,10 @@ impl RetainedCaches {
 
     /// Answers a look-up: the timestamp of each id, in order.
     pub fn lookup(&mut self, c: &CacheRef, ids: &[u64]) -> (LookupStatus, Vec<Option<u64>>) {
-        self.counters.lookups.fetch_add(1, Ordering::Relaxed);
-        self.counters.lookup_ids.fetch_add(ids.len() as u64, Ordering::Relaxed);
+        self.counters.rda_lookups += 1;
+        self.counters.rda_lookup_ids = self.counters.rda_lookup_ids.wrapping_add(ids.len() as u64);
         let Some(r) = self.get(c) else {
-            self.counters.missed.fetch_add(1, Ordering::Relaxed);
+            self.counters.rda_lookup_misses += 1;
             return (LookupStatus::NoCache, Vec::new());
         };
         let out = ids
@@ -184,14 +187,14 @@ impl RetainedCaches {
             return (LookupStatus::Refused, Vec::new());
         }
         let Some(r) = self.get(c) else {
-            self.counters.missed.fetch_add(1, Ordering::Relaxed);
+            self.counters.rda_lookup_misses += 1;
             return (LookupStatus::NoCache, Vec::new());
         };
         let mut banks = Banks::new(&cfg, m);
         for &(id, ts) in &r.pairs {
             banks.insert(id, ts);
         }
-        self.counters.binds.fetch_add(1, Ordering::Relaxed);
+        self.counters.rda_binds += 1;
         (LookupStatus::Ok, rda_wire::encode_banks(&cfg, &banks))
     }
 }
@@ -218,7 +221,7 @@ mod tests {
         assert_eq!(r.lookup(&c, &[9, 4, 2]), (LookupStatus::Ok, vec![Some(90), None, Some(20)]));
         assert_eq!(r.lookup(&CacheRef { epoch: 8, ..c }, &[9]).0, LookupStatus::NoCache);
         assert_eq!(r.lookup(&CacheRef { point: 4, ..c }, &[9]).0, LookupStatus::NoCache);
-        assert_eq!(r.counters.missed.load(Ordering::Relaxed), 2);
+        assert_eq!(r.counters.rda_lookup_misses, 2);
     }
 
     #[test]
@@ -238,7 +241,7 @@ mod tests {
         r.release(2, 7); // never held
         assert!(r.is_empty());
         assert_eq!(r.bytes, 0);
-        assert_eq!(r.counters.released.load(Ordering::Relaxed), 100);
+        assert_eq!(r.counters.rda_caches_released, 100);
     }
 
     #[test]
@@ -248,12 +251,12 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         r.expire();
         assert!(r.is_empty());
-        assert_eq!(r.counters.expired.load(Ordering::Relaxed), 1);
+        assert_eq!(r.counters.rda_caches_expired, 1);
         let mut r = RetainedCaches::new(3, None, Duration::from_secs(60), 40);
         r.retain(1, 1, &cache(&[1, 2]));
         r.retain(1, 2, &cache(&[3, 4]));
         assert_eq!(r.len(), 1);
-        assert_eq!(r.counters.evicted.load(Ordering::Relaxed), 1);
+        assert_eq!(r.counters.rda_caches_evicted, 1);
         assert_eq!(r.lookup(&CacheRef { point: 3, segment: 1, epoch: 2 }, &[3]).1, vec![Some(30)]);
     }
 

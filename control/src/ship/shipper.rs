@@ -54,7 +54,7 @@ pub(super) fn shipper_main(s: &Arc<Shared>) {
                     backoff = initial;
                     failures_in_a_row = 0;
                 } else {
-                    s.counters.connect_failures.fetch_add(1, Ordering::Relaxed);
+                    s.connections.connect_failures.fetch_add(1, Ordering::Relaxed);
                     failures_in_a_row += 1;
                 }
                 if !s.stop.load(Ordering::SeqCst) {
@@ -108,7 +108,7 @@ fn session(s: &Arc<Shared>) -> Result<(), (bool, ConnError)> {
             .spawn(move || reader_main(&s, reader, &w, &gone, &rejected))
             .map_err(|e| (false, e.into()))?
     };
-    s.counters.connections.fetch_add(1, Ordering::Relaxed);
+    s.connections.connections.fetch_add(1, Ordering::Relaxed);
     tracing::info!(peer = %s.cfg.peer, point = s.point, "connected to the peer");
     // Only what an earlier connection sent counts as resent: synopses queued before the first
     // connection (a collector slow to accept) go out for the first time.
@@ -118,7 +118,7 @@ fn session(s: &Arc<Shared>) -> Result<(), (bool, ConnError)> {
     let _ = rd.join();
     *lock(&s.live) = None;
     if let Some(reason) = lock(&rejected).take() {
-        s.counters.rejected.fetch_add(1, Ordering::Relaxed);
+        s.connections.rejected_by_peer.fetch_add(1, Ordering::Relaxed);
         tracing::error!(peer = %s.cfg.peer, %reason, "the peer refused this point");
         return Err((false, ConnError::Rejected(reason)));
     }
@@ -173,10 +173,10 @@ fn ship_loop(
                 },
             };
             lock(writer).send_frame(&frame)?;
-            s.counters.sent.fetch_add(1, Ordering::Relaxed);
+            s.frames.sent.fetch_add(1, Ordering::Relaxed);
             if resend > 0 {
                 resend -= 1;
-                s.counters.resent.fetch_add(1, Ordering::Relaxed);
+                s.frames.resent.fetch_add(1, Ordering::Relaxed);
             }
         }
         // A new give-up count goes out with the last watermark already announced: a newer one
@@ -219,7 +219,7 @@ fn reader_main(
                     lock(&s.retained).release(key.segment, key.epoch);
                 }
                 if lock(&s.queue).ack(&key) {
-                    s.counters.acked.fetch_add(1, Ordering::Relaxed);
+                    s.frames.acked.fetch_add(1, Ordering::Relaxed);
                     s.wake.notify_all();
                 }
                 None
