@@ -391,8 +391,21 @@ fn offline_metrics_endpoint_serves_the_totals_the_log_prints() {
     assert!(early.contains("wirelat_point_info{point=\"4\",mode=\"offline\"} 1"), "{early}");
     let page = scrape_final(addr);
     let log = log_fields(&p.wait_for_line("offline run finished"));
+    let control = log_fields(&p.wait_for_line("control thread work"));
     let (status, text) = p.wait_exit();
     assert!(status.success(), "{text}");
+    // The control thread's time (scripts/control-cost.sh reads it): publishing encoded every
+    // epoch, and is part of the harvest polls.
+    let ns = |k: &str| {
+        control.get(k).and_then(|v| v.parse::<f64>().ok()).unwrap_or_else(|| panic!("{k} in {control:?}"))
+    };
+    assert!(ns("publish_ns_per_packet") > 0.0, "{control:?}");
+    assert!(ns("control_ns_per_packet") >= ns("publish_ns_per_packet"), "{control:?}");
+    assert!(
+        (ns("merge_ns_per_packet") + ns("publish_ns_per_packet") - ns("control_ns_per_packet")).abs() < 0.02,
+        "{control:?}"
+    );
+    assert_eq!(control.get("workers").map(String::as_str), Some("2"), "{control:?}");
     let logged =
         |k: &str| log.get(k).and_then(|v| v.parse::<f64>().ok()).unwrap_or_else(|| panic!("{k} in {log:?}"));
     let exposed = |s: &str| series_value(&page, s).unwrap_or_else(|| panic!("{s} missing:\n{page}"));
