@@ -59,12 +59,6 @@ pub struct ControlTime {
     pub publish_ns: u64,
 }
 
-impl ControlTime {
-    fn per_packet(ns: u64, packets: u64) -> f64 {
-        if packets == 0 { 0.0 } else { ns as f64 / packets as f64 }
-    }
-}
-
 /// An input the operator gave cannot be used (exit code 2): one sentence naming the file.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -244,21 +238,16 @@ pub fn run(
         colate_epochs = c.colate_epochs,
         "offline run finished"
     );
+    let t = summary.control;
     let measured = summary.counters.measured;
+    let per_packet =
+        |ns: u64| format!("{:.2}", if measured == 0 { 0.0 } else { ns as f64 / measured as f64 });
     info!(
-        harvest_ms = summary.control.harvest_ns / 1_000_000,
-        publish_ms = summary.control.publish_ns / 1_000_000,
-        control_ns_per_packet =
-            format!("{:.2}", ControlTime::per_packet(summary.control.harvest_ns, measured)),
-        merge_ns_per_packet = format!(
-            "{:.2}",
-            ControlTime::per_packet(
-                summary.control.harvest_ns.saturating_sub(summary.control.publish_ns),
-                measured
-            )
-        ),
-        publish_ns_per_packet =
-            format!("{:.2}", ControlTime::per_packet(summary.control.publish_ns, measured)),
+        harvest_ms = t.harvest_ns / 1_000_000,
+        publish_ms = t.publish_ns / 1_000_000,
+        control_ns_per_packet = per_packet(t.harvest_ns),
+        merge_ns_per_packet = per_packet(t.harvest_ns.saturating_sub(t.publish_ns)),
+        publish_ns_per_packet = per_packet(t.publish_ns),
         workers,
         "control thread work (wall clock, per measured packet)"
     );

@@ -29,10 +29,11 @@
 //!    banks and the id stays in the cache as excluded; past the capacity the packet is taken
 //!    out and counted in `cache_full`), so the result equals the direct path's. It then
 //!    ships [`Synopsis::encode`] (online: counters + bucket array; late binding: counters +
-//!    MinHash signature, computed from the cache: encode before taking the cache). The cache
-//!    is not part of that encoding: the control thread keeps it ([`Rda::take_cache`]) for a
-//!    retention time to answer the peer's look-ups ([`TimestampSource`]), and may export it
-//!    with [`wire::encode_cache`].
+//!    MinHash signature, computed from the cache). The cache is not part of that encoding:
+//!    the control thread copies its pairs ([`Rda::cache`]; the accumulator keeps its table for
+//!    the next epoch) and keeps them for a retention time to answer the peer's look-ups
+//!    ([`TimestampSource`]); [`Rda::take_cache`] moves the table out instead, where the
+//!    caller keeps it whole. It may be exported with [`wire::encode_cache`].
 //! 3. Late binding only: the decoder picks m from both signatures ([`late::choose_buckets`]),
 //!    each point builds and ships its banks from its retained cache ([`banks_from_cache`] or
 //!    [`Rda::bind`], [`wire::encode_banks`]), and an incomplete decode is retried with 2m

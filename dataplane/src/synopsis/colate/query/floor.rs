@@ -23,8 +23,8 @@ const FLOOR_NEGATIVE_SHARE: f64 = 0.05;
 /// quantile would rest on one or two cells, and the floor is 0.
 pub const FLOOR_MIN_CELLS: usize = 100;
 
-/// How a [`Segment`] sets its latency floor: the smallest one-way latency any packet can show
-/// between the two points' clocks (see [`Segment::with_floor`]).
+/// How a [`Segment`](super::Segment) sets its latency floor: the smallest one-way latency any packet can show
+/// between the two points' clocks (see [`Segment::with_floor`](super::Segment::with_floor)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub enum LatencyFloor {
     /// From the segment's own data (the default, ours): the cells that hold exactly one packet

@@ -26,7 +26,7 @@ pub struct QueryDiagnostics {
     /// With counts: packets at R minus packets at S over the whole segment.
     pub count_difference: Option<i64>,
     /// With counts: the flow's cells whose counts agree but whose Δ is below c·floor, so they
-    /// hold different packets at S and R (a swap: see [`Segment::with_floor`]).
+    /// hold different packets at S and R (a swap: see [`Segment::with_floor`](super::Segment::with_floor)).
     pub swapped_flow_cells: Option<u32>,
     /// With counts: Σ over the flow's cells of packets seen at S and not at R (lost, or
     /// leaving the epoch in flight; the flow's own or a foreign packet sharing the cell). An
