@@ -6,6 +6,8 @@
 //! - [`epoch`]: harvesting epochs from the workers and merging their shards.
 //! - [`colate_archive`]: COLATE's closed counter epochs on disk, queryable by flow and points.
 //! - [`sink`]: what the control thread hands on per harvested epoch.
+//! - [`control_side`]: each synopsis's control side (publishing, the peer's handling, its
+//!   record keys), and the per-synopsis lists generated from the one list of synopses.
 //! - [`publish`]: a merged epoch → one message per (synopsis, direction), RDA caches retained,
 //!   COLATE windows accumulated and archived.
 //! - [`local_sink`]: JSON lines and encoded-body dumps.
@@ -26,6 +28,7 @@ pub mod auth;
 pub mod colate_archive;
 pub mod config;
 pub mod conn;
+pub mod control_side;
 pub mod core_plan;
 pub mod device_args;
 pub mod epoch;

@@ -157,11 +157,15 @@ mod tests {
     /// own), a simulated point's summary `{"simulated":true}`.
     #[test]
     fn summaries_are_written_with_sorted_keys() {
+        use crate::control_side::LdaHarvest;
         use crate::sink::{Harvested, Summary, SynopsisSummary};
         let mut m = message(3);
         m.kind = SynopsisKind::Lda;
         m.segment = 11;
-        let mut h = Harvested::new(2, SynopsisSummary::Lda { direction: "reverse", measured: 5, packets: 4 });
+        let mut h = Harvested::new(
+            2,
+            SynopsisSummary::Lda(LdaHarvest { direction: "reverse", measured: 5, packets: 4 }),
+        );
         h.body_bytes = 36;
         m.summary = Summary::Harvested(h);
         assert_eq!(

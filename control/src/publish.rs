@@ -10,15 +10,15 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 use tracing::warn;
 use wirelat_dataplane::packet::PacketConfig;
-use wirelat_dataplane::pipeline::{Direction, DirectionSynopses, EpochSynopses, SynopsisSet};
+use wirelat_dataplane::pipeline::{Direction, EpochSynopses, SynopsisSet};
 use wirelat_dataplane::synopsis::colate::{AccumulateError, Colate, EpochAccumulator};
 use wirelat_dataplane::synopsis::fridge;
+use wirelat_dataplane::synopsis::rda::TimestampCache;
 use wirelat_dataplane::synopsis::{ConfigError, Synopsis, SynopsisConfig, SynopsisKind};
 
 use crate::colate_archive::{ArchiveError, ArchiveHeader, ArchiveWriter};
-use crate::sink::{
-    EpochMessage, EpochSink, Harvested, LOCAL_SEGMENT, MeasuredBoth, Summary, SynopsisSummary,
-};
+use crate::control_side::{self, PublishAt};
+use crate::sink::{EpochMessage, EpochSink, Harvested, LOCAL_SEGMENT, Summary, SynopsisSummary};
 use crate::synopses::peer_fingerprint_of;
 
 /// Who measured: the point id and the segment id of each direction.
@@ -107,7 +107,7 @@ pub struct Publisher {
     /// Every published epoch's fridge summed: the whole run's distribution. Summing epochs is
     /// exact (a sample belongs to its response's epoch, the slots are never cleared), so a
     /// point answers for the whole run without a collector.
-    whole_run_fridge: Option<fridge::FridgeSynopsis>,
+    pub(crate) whole_run_fridge: Option<fridge::FridgeSynopsis>,
 }
 
 impl Publisher {
@@ -181,100 +181,29 @@ impl Publisher {
         complete: bool,
     ) -> Result<(), PublishError> {
         self.counters.epochs += 1;
-        let mut first_error = None;
-        // Destructured so that a synopsis added to the list fails to compile here until it is
-        // published (a summary and a delivery), instead of being silently dropped.
-        let EpochSynopses { forward, reverse, fridge } = merged;
-        if let Some(f) = fridge {
-            let report = fridge::estimate(f);
-            match &mut self.whole_run_fridge {
-                None => self.whole_run_fridge = Some(f.clone()),
-                Some(run) => {
-                    if let Err(e) = run.merge(f) {
-                        // Cannot happen: every epoch comes from one configuration.
-                        warn!(error = %e, "the whole-run fridge cannot take this epoch");
-                    }
-                }
-            }
-            let summary = Harvested::new(
-                shards,
-                SynopsisSummary::Fridge {
-                    measured: MeasuredBoth { forward: forward.measured, reverse: reverse.measured },
-                    ignored_exchanges: f.ignored_exchanges(),
-                    report: Box::new(report),
-                },
-            );
-            self.deliver(epoch, LOCAL_SEGMENT, f, complete, summary);
+        control_side::publish_epoch(self, epoch, merged, shards, complete)
+    }
+
+    /// The segment id of direction `d` at this point.
+    pub(crate) fn segment_of(&self, d: Direction) -> u32 {
+        self.ids.segment(d)
+    }
+
+    /// Hands RDA's merged cache of `at`'s epoch and segment to every sink to retain.
+    pub(crate) fn retain_rda_cache(&mut self, at: &PublishAt, cache: &TimestampCache) {
+        for sink in &mut self.sinks {
+            sink.retain_rda_cache(at.segment, at.epoch, cache);
         }
-        for (d, dir) in [(Direction::Forward, forward), (Direction::Reverse, reverse)] {
-            let segment = self.ids.segment(d);
-            let DirectionSynopses { lda, lds, rda, colate, measured } = dir;
-            let measured = *measured;
-            if let Some(s) = lda {
-                let summary = Harvested::new(
-                    shards,
-                    SynopsisSummary::Lda { direction: d.name(), measured, packets: s.total_packets() },
-                );
-                self.deliver(epoch, segment, s, complete, summary);
-            }
-            if let Some(s) = lds {
-                let summary = Harvested::new(
-                    shards,
-                    SynopsisSummary::Lds {
-                        direction: d.name(),
-                        measured,
-                        flows: s.flows().len(),
-                        unrecorded_packets: s.flows().unrecorded_packets(),
-                        overflowed_cells: s.overflowed_cells(),
-                    },
-                );
-                self.deliver(epoch, segment, s, complete, summary);
-            }
-            if let Some(s) = rda {
-                let summary = Harvested::new(
-                    shards,
-                    SynopsisSummary::Rda { direction: d.name(), measured, counters: *s.counters() },
-                );
-                // Encode first: a late-binding value's signature comes from the cache. Retain
-                // the cache before the epoch goes out: a network sink sends at once, and the peer
-                // may ask for this epoch's timestamps as soon as it has both points' copies — a
-                // look-up that found no cache left the reconciliation incomplete (seen in the
-                // end-to-end demo: "no_cache": 1, mean off by 0.2 %).
-                let msg = self.message(epoch, segment, &*s, complete, summary);
-                // The sinks copy the pairs they keep; the table stays in the accumulator, whose
-                // reset clears it for the next epoch. (Moving it out cost a fresh 32-MiB table
-                // per epoch and direction: page faults that were a quarter of `offline`'s time.)
-                s.settle();
-                for sink in &mut self.sinks {
-                    sink.retain_rda_cache(segment, epoch, s.cache());
-                }
-                self.counters.rda_caches += 1;
-                self.send(&msg);
-            }
-            if let Some(s) = colate {
-                let closed = self.add_colate_window(d, epoch, s);
-                let summary = Harvested::new(
-                    shards,
-                    SynopsisSummary::Colate {
-                        direction: d.name(),
-                        measured,
-                        packets: s.packets(),
-                        total_ticks: s.total_ticks().to_string(),
-                        counters_wrapped: s.counters_wrapped(),
-                        closed_counter_epochs: closed.as_ref().map_or(0, |n| *n),
-                    },
-                );
-                if let Err(e) = closed {
-                    first_error.get_or_insert(e);
-                }
-                self.deliver(epoch, segment, s, complete, summary);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        self.counters.rda_caches += 1;
     }
 
     /// Adds one merged COLATE window; returns how many counter epochs it closed.
-    fn add_colate_window(&mut self, d: Direction, window: u64, v: &Colate) -> Result<u64, PublishError> {
+    pub(crate) fn add_colate_window(
+        &mut self,
+        d: Direction,
+        window: u64,
+        v: &Colate,
+    ) -> Result<u64, PublishError> {
         let Some(out) = self.colate.get_mut(d as usize).and_then(Option::as_mut) else { return Ok(0) };
         let closed = out
             .acc
@@ -293,20 +222,21 @@ impl Publisher {
         }
     }
 
-    fn deliver<S: Synopsis>(&mut self, epoch: u64, segment: u32, s: &S, complete: bool, summary: Harvested) {
-        let msg = self.message(epoch, segment, s, complete, summary);
+    /// Encodes `s` and delivers its message to every sink.
+    pub(crate) fn deliver<S: Synopsis>(&mut self, at: &PublishAt, s: &S, summary: SynopsisSummary) {
+        let msg = self.message(at, s, summary);
         self.send(&msg);
     }
 
     /// The epoch message of one synopsis (encoded, fingerprinted), counted.
-    fn message<S: Synopsis>(
+    pub(crate) fn message<S: Synopsis>(
         &mut self,
-        epoch: u64,
-        segment: u32,
+        at: &PublishAt,
         s: &S,
-        complete: bool,
-        mut summary: Harvested,
+        summary: SynopsisSummary,
     ) -> EpochMessage {
+        let (epoch, segment, complete) = (at.epoch, at.segment, at.complete);
+        let mut summary = Harvested::new(at.shards, summary);
         let body = s.encode();
         summary.body_bytes = body.len();
         let msg = EpochMessage {
@@ -325,7 +255,7 @@ impl Publisher {
         msg
     }
 
-    fn send(&mut self, msg: &EpochMessage) {
+    pub(crate) fn send(&mut self, msg: &EpochMessage) {
         for sink in &mut self.sinks {
             sink.deliver(msg);
         }

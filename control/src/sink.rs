@@ -8,8 +8,7 @@
 
 use serde::{Serialize, Serializer};
 use wirelat_dataplane::synopsis::SynopsisKind;
-use wirelat_dataplane::synopsis::fridge::FridgeReport;
-use wirelat_dataplane::synopsis::rda::{RdaCounters, TimestampCache};
+use wirelat_dataplane::synopsis::rda::TimestampCache;
 
 /// Segment number used for single-point synopses (the fridge), which belong to no segment.
 pub const LOCAL_SEGMENT: u32 = 0;
@@ -84,66 +83,7 @@ impl Harvested {
     }
 }
 
-/// Per-synopsis counters of one harvested epoch.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum SynopsisSummary {
-    /// The fridge (both directions) and its distributions.
-    Fridge {
-        /// Packets measured per direction.
-        measured: MeasuredBoth,
-        /// Exchanges of kinds that are not measured.
-        ignored_exchanges: u64,
-        /// The epoch's estimates.
-        report: Box<FridgeReport>,
-    },
-    /// LDA of one direction.
-    Lda {
-        /// "forward" or "reverse".
-        direction: &'static str,
-        /// Packets the direction measured.
-        measured: u64,
-        /// Packets in the synopsis.
-        packets: u64,
-    },
-    /// LDS of one direction.
-    Lds {
-        /// "forward" or "reverse".
-        direction: &'static str,
-        /// Packets the direction measured.
-        measured: u64,
-        /// Flows in its flow log.
-        flows: usize,
-        /// Packets of flows the log could not record.
-        unrecorded_packets: u64,
-        /// Cells whose counters overflowed.
-        overflowed_cells: usize,
-    },
-    /// RDA of one direction.
-    Rda {
-        /// "forward" or "reverse".
-        direction: &'static str,
-        /// Packets the direction measured.
-        measured: u64,
-        /// The synopsis's counters.
-        counters: RdaCounters,
-    },
-    /// A COLATE window of one direction.
-    Colate {
-        /// "forward" or "reverse".
-        direction: &'static str,
-        /// Packets the direction measured.
-        measured: u64,
-        /// Packets in the window.
-        packets: u64,
-        /// Σ ticks, as a decimal string (it may exceed what JSON numbers hold exactly).
-        total_ticks: String,
-        /// A counter wrapped.
-        counters_wrapped: bool,
-        /// Counter epochs this window closed.
-        closed_counter_epochs: u64,
-    },
-}
+pub use crate::control_side::SynopsisSummary;
 
 /// Packets measured per direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

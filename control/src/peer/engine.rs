@@ -27,6 +27,7 @@ use super::config::{PeerConfig, SegmentInfo};
 use super::estimate::{Decoded, FlowCensus, Outcome, Sides};
 use super::net::Points;
 use super::rda::{RdaJob, RdaResult};
+use crate::control_side;
 use crate::report::line::Side;
 use crate::report::metrics::{self, Metrics};
 use crate::report::records::{GroupKey, RecordSink, Scope};
@@ -36,7 +37,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wirelat_dataplane::synopsis::SynopsisKind;
-use wirelat_dataplane::synopsis::lda::Lda;
 
 mod archive;
 mod groups;
@@ -65,17 +65,55 @@ pub(crate) enum Event {
     Stop,
 }
 
-struct Part {
+pub(crate) struct Part {
     key: MessageKey,
     complete: bool,
     decoded: Result<Decoded, String>,
 }
 
 #[derive(Default)]
-struct Group {
+pub(crate) struct Group {
     parts: BTreeMap<(u32, u64), Part>,
     /// Encoded bytes of the parts (counted against `max_pending_bytes`).
     bytes: u64,
+}
+
+/// A ready group handed to its synopsis's `PeerSide::handle_group` (`crate::control_side`).
+pub(crate) struct GroupCall<'a> {
+    /// The group.
+    pub g: GroupKey,
+    /// Its parts, by (point, epoch).
+    pub group: &'a Group,
+    /// Whether every part was complete and which sides are absent, for the records.
+    pub sides: Sides<'a>,
+    /// Every part was complete.
+    pub complete: bool,
+    /// The expected sides no part came from.
+    pub absent: Vec<Side>,
+    /// False when the group's records were already written (a resent group: acknowledge only).
+    pub emit: bool,
+    /// The parts' keys, acknowledged when the group is done.
+    pub keys: Vec<MessageKey>,
+}
+
+impl<'a> GroupCall<'a> {
+    /// The point of a one-point group.
+    pub(crate) fn point(&self) -> Option<u32> {
+        match self.g.scope {
+            Scope::Point(p) => Some(p),
+            Scope::Segment(_) => None,
+        }
+    }
+
+    /// The segment of a two-point group as configured here, with its upstream and downstream
+    /// parts (`None` where that point sent nothing); `None` for a one-point group or a segment
+    /// the collector does not know.
+    pub(crate) fn segment(&self, e: &Engine) -> Option<(SegmentInfo, Option<&'a Part>, Option<&'a Part>)> {
+        let Scope::Segment(s) = self.g.scope else { return None };
+        let seg = e.cfg.segment(s)?;
+        let (up, down) = (side(self.group, seg.upstream), side(self.group, seg.downstream));
+        Some((seg, up, down))
+    }
 }
 
 struct InFlight {
@@ -293,40 +331,11 @@ impl Engine {
         }
         let sides_absent = absent.clone();
         let sides = Sides { complete, absent: &sides_absent };
-        match (g.kind, g.scope) {
-            (SynopsisKind::Fridge, Scope::Point(p)) => {
-                let out = self.fridge(&g, p, &group);
-                self.finish(g, emit, out, &keys);
-            }
-            (kind, Scope::Segment(s)) => {
-                let Some(seg) = self.cfg.segment(s) else {
-                    self.ack_all(&keys);
-                    return;
-                };
-                let (up, down) = (side(&group, seg.upstream), side(&group, seg.downstream));
-                match kind {
-                    SynopsisKind::Lda => {
-                        let out = self.estimate_pair::<Lda>(&self.segment_context(&g, &seg, sides), up, down);
-                        self.finish(g, emit, out, &keys);
-                    }
-                    SynopsisKind::Lds => self.lds(g, &seg, up, down, sides, emit, keys),
-                    SynopsisKind::Rda => self.start_rda(g, seg, up, down, complete, absent, emit, keys),
-                    SynopsisKind::Colate => {
-                        let (out, released) = self.colate(&g, &seg, &group, sides, emit);
-                        // The LDS synopses whose census this group used go with it, after the
-                        // commit: a crash before it leaves them to be resent with the census.
-                        let mut keys = keys;
-                        keys.extend(released);
-                        self.finish(g, emit, out, &keys);
-                    }
-                    SynopsisKind::Fridge => self.ack_all(&keys),
-                }
-            }
-            _ => self.ack_all(&keys),
-        }
+        control_side::handle_group(self, GroupCall { g, group: &group, sides, complete, absent, emit, keys });
     }
 
-    fn ack_all(&mut self, keys: &[MessageKey]) {
+    /// Acknowledges `keys` to their points (except those held for a COLATE census).
+    pub(crate) fn ack_all(&mut self, keys: &[MessageKey]) {
         for key in keys {
             if !self.held.contains(key) {
                 self.points.ack(key);
@@ -335,7 +344,7 @@ impl Engine {
     }
 
     /// Writes the records (when not emitted before), updates the metrics, acknowledges.
-    fn finish(&mut self, g: GroupKey, emit: bool, out: Outcome, keys: &[MessageKey]) {
+    pub(crate) fn finish(&mut self, g: GroupKey, emit: bool, out: Outcome, keys: &[MessageKey]) {
         if emit {
             if let Err(e) = self.sink.emit(&g, &out.lines) {
                 // Not acknowledged: the points keep the synopses and resend them later.

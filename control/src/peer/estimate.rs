@@ -12,6 +12,7 @@
 //! - fridge: one `fridge_quantiles` record per exchange kind.
 
 use super::config::SegmentInfo;
+use crate::control_side::{LdaSegment, LdsSegment, RdaSegment};
 use crate::report::line::{
     ColateSummary, EpochSummary, FlowLine, FlowResult, FridgeLine, LdaLoss, LdsLoss, Line, RdaDuplicates,
     RdaLoss, RdaProcess, RdaReconciliation, RdaReportLine, SegmentLine, SegmentResult, SegmentSides, Side,
@@ -241,7 +242,7 @@ fn lda_group(seg: &SegmentInfo, epoch: u64, up: &Lda, down: &Lda, sides: Sides<'
             };
             let (mean, sd, estimate) =
                 (r.mean_delay.clone().ok(), r.std_dev.clone().ok(), outcome_of(&r.mean_delay));
-            (mean, sd, Some(latest), estimate, SegmentResult::Lda { loss, report: Box::new(r) })
+            (mean, sd, Some(latest), estimate, SegmentResult::Lda(LdaSegment { loss, report: Box::new(r) }))
         }
         Err(e) => (None, None, None, "config_mismatch", SegmentResult::Error { error: e.to_string() }),
     };
@@ -360,7 +361,7 @@ fn rda_group(
             std_dev_ns: sd.ok(),
         },
         sides: segment_sides(seg, sides),
-        result: SegmentResult::Rda { loss: Box::new(loss), report: Box::new(report_line) },
+        result: SegmentResult::Rda(RdaSegment { loss: Box::new(loss), report: Box::new(report_line) }),
         missing: None,
     });
     Outcome { lines: vec![line], latest: Some(latest), estimate, ..Outcome::default() }
@@ -406,7 +407,10 @@ fn lds_group(seg: &SegmentInfo, epoch: u64, up: &Lds, down: &Lds, top: usize, si
     let estimate = outcome_of(&s.aggregate_mean_delay_ns);
     let mut lines = vec![segment_line(
         s.aggregate_mean_delay_ns.clone().ok(),
-        SegmentResult::Lds { loss: LdsLoss { sent, received, rate }, summary: Box::new(s.clone()) },
+        SegmentResult::Lds(LdsSegment {
+            loss: LdsLoss { sent, received, rate },
+            summary: Box::new(s.clone()),
+        }),
     )];
     let encaps = FlowEncaps::new(up, down);
     for f in &report.flows {

@@ -1,5 +1,6 @@
 use super::*;
 use crate::colate_archive::ArchiveReader;
+use crate::control_side::LdaHarvest;
 use crate::epoch::Harvester;
 use crate::synopses::peer_fingerprint;
 use std::sync::{Arc, Mutex};
@@ -105,7 +106,7 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
             SynopsisKind::Lda => {
                 let cfg = set.lda.as_ref().unwrap();
                 let lda = Lda::decode(cfg, &m.body).unwrap();
-                let SynopsisSummary::Lda { packets, measured, .. } = summary.synopsis else {
+                let SynopsisSummary::Lda(LdaHarvest { packets, measured, .. }) = summary.synopsis else {
                     panic!("{m:?}")
                 };
                 assert_eq!(packets, lda.total_packets());
@@ -115,7 +116,7 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
                 Rda::decode(set.rda.as_ref().unwrap(), &m.body).unwrap();
             }
             SynopsisKind::Fridge => {
-                assert!(matches!(summary.synopsis, SynopsisSummary::Fridge { .. }), "{m:?}")
+                assert!(matches!(summary.synopsis, SynopsisSummary::Fridge(_)), "{m:?}")
             }
             _ => {}
         }
@@ -125,9 +126,10 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
         .iter()
         .filter(|m| m.kind == SynopsisKind::Lda)
         .map(|m| match &m.summary {
-            Summary::Harvested(Harvested { synopsis: SynopsisSummary::Lda { measured, .. }, .. }) => {
-                *measured
-            }
+            Summary::Harvested(Harvested {
+                synopsis: SynopsisSummary::Lda(LdaHarvest { measured, .. }),
+                ..
+            }) => *measured,
             other => panic!("{other:?}"),
         })
         .sum();

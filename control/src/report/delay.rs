@@ -26,7 +26,7 @@
 //! stays far below). A new label set beyond the cap is not created; each refusal is counted in
 //! `wirelat_peer_metric_series_dropped_total`, and the record itself is still written.
 
-use crate::report::line::{Line, SegmentResult};
+use crate::report::line::Line;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _, NoLabelSet, prometheus_text};
 use prometheus_client::metrics::MetricType;
@@ -363,12 +363,7 @@ impl DelayMetrics {
                     }
                     // (sent, lost) where the line has a loss; LDS's weighted counts give no
                     // lost packets, so its epochs count as loss unknown.
-                    let (sent, lost) = match &s.result {
-                        SegmentResult::Lda { loss, .. } => (loss.sent, loss.lost),
-                        SegmentResult::Rda { loss, .. } => (loss.sent, loss.lost),
-                        SegmentResult::Lds { .. } => (0, None),
-                        SegmentResult::Error { .. } => continue,
-                    };
+                    let Some((sent, lost)) = s.result.sent_lost() else { continue };
                     match lost {
                         Some(lost) => {
                             if let Some(x) = State::entry(series, dropped, max, loss, l) {

@@ -22,8 +22,7 @@ use wirelat_dataplane::synopsis::SynopsisKind;
 use wirelat_dataplane::synopsis::colate::query::{FloorUsed, FlowLatencyReport};
 use wirelat_dataplane::synopsis::estimate::{Estimate, Measured, NoEstimate};
 use wirelat_dataplane::synopsis::fridge::report::{KindReport, PlainMeasured};
-use wirelat_dataplane::synopsis::lda::estimator::LdaReport;
-use wirelat_dataplane::synopsis::lds::estimator::{CellUse, LdsSummary};
+use wirelat_dataplane::synopsis::lds::estimator::CellUse;
 use wirelat_dataplane::synopsis::rda::sizing::DifferenceEstimate;
 use wirelat_records::{Direction, FlowRecord, FridgeRecord, RECORD_VERSION, SegmentRecord};
 
@@ -114,37 +113,7 @@ impl Side {
     }
 }
 
-/// A segment line's estimator output, per synopsis.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum SegmentResult {
-    /// LDA's loss and full report.
-    Lda {
-        /// Packet counts and loss.
-        loss: LdaLoss,
-        /// The estimator's report.
-        report: Box<LdaReport>,
-    },
-    /// RDA's loss (with its bounds when the decode is partial) and report.
-    Rda {
-        /// Packet counts and loss.
-        loss: Box<RdaLoss>,
-        /// The estimator's report and how the reconciliation went.
-        report: Box<RdaReportLine>,
-    },
-    /// LDS's weighted packet counts and epoch summary.
-    Lds {
-        /// Weighted packet counts and loss rate.
-        loss: LdsLoss,
-        /// The estimator's epoch summary.
-        summary: Box<LdsSummary>,
-    },
-    /// The estimator refused the pair (configurations differ).
-    Error {
-        /// Why.
-        error: String,
-    },
-}
+pub use crate::control_side::SegmentResult;
 
 /// LDA's loss keys.
 #[derive(Clone, Debug, PartialEq, Serialize)]

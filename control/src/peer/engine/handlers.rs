@@ -3,6 +3,7 @@
 //! reconciliations go to the RDA worker and come back as [`Event::RdaDone`].
 
 use super::{Census, Engine, Event, Group, InFlight, Part};
+use crate::control_side::RdaSegment;
 use crate::peer::config::SegmentInfo;
 use crate::peer::estimate::{
     self, ColateEvidence, Decoded, Outcome, Pair, PointContext, PointEstimate, Reconciled, SegmentContext,
@@ -43,7 +44,7 @@ impl Engine {
 
     /// [`SegmentEstimate::estimate_segment`] of the group's two synopses of kind `S`, for a
     /// synopsis whose evidence is the [`Pair`] of one epoch.
-    pub(super) fn estimate_pair<S>(
+    pub(crate) fn estimate_pair<S>(
         &self,
         cx: &SegmentContext<'_>,
         up: Option<&Part>,
@@ -59,7 +60,7 @@ impl Engine {
     }
 
     /// The context of segment group `g`.
-    pub(super) fn segment_context<'a>(
+    pub(crate) fn segment_context<'a>(
         &self,
         g: &GroupKey,
         seg: &'a SegmentInfo,
@@ -69,7 +70,7 @@ impl Engine {
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn lds(
+    pub(crate) fn lds(
         &mut self,
         g: GroupKey,
         seg: &SegmentInfo,
@@ -106,7 +107,7 @@ impl Engine {
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn start_rda(
+    pub(crate) fn start_rda(
         &mut self,
         g: GroupKey,
         seg: SegmentInfo,
@@ -174,7 +175,7 @@ impl Engine {
         self.finish(g, f.emit, out, &f.keys);
     }
 
-    pub(super) fn fridge(&self, g: &GroupKey, point: u32, group: &Group) -> Outcome {
+    pub(crate) fn fridge(&self, g: &GroupKey, point: u32, group: &Group) -> Outcome {
         let Some(name) = self.cfg.point(point).map(|p| p.name) else { return Outcome::default() };
         let mut merged: Option<FridgeSynopsis> = None;
         for p in group.parts.values() {
@@ -204,7 +205,7 @@ impl Engine {
     }
 
     /// The COLATE group's records, and the LDS synopses its census released.
-    pub(super) fn colate(
+    pub(crate) fn colate(
         &mut self,
         g: &GroupKey,
         seg: &SegmentInfo,
@@ -333,7 +334,7 @@ pub(super) fn mark_missing_caches(out: &mut Outcome, points: &[u32]) {
         if let Line::Segment(s) = line {
             s.sides.complete = false;
             s.missing = Some(missing.clone());
-            if let SegmentResult::Rda { loss, .. } = &mut s.result {
+            if let SegmentResult::Rda(RdaSegment { loss, .. }) = &mut s.result {
                 loss.lost = None;
                 loss.rate = None;
             }

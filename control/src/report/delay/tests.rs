@@ -1,4 +1,5 @@
 use super::*;
+use crate::control_side::{RdaSegment, SegmentResult};
 use crate::report::line::{
     FridgeLine, RdaDuplicates, RdaLoss, RdaReconciliation, RdaReportLine, SegmentLine, SegmentSides,
 };
@@ -209,7 +210,7 @@ fn segment_line(segment: u32, mean_ns: f64, lost: Option<u64>) -> Line {
             std_dev_ns: Some(sd),
         },
         sides: SegmentSides { segment, upstream: 1, downstream: 2, complete: true, absent: Vec::new() },
-        result: SegmentResult::Rda { loss: Box::new(loss), report: Box::new(report) },
+        result: SegmentResult::Rda(RdaSegment { loss: Box::new(loss), report: Box::new(report) }),
         missing: None,
     })
 }

@@ -1,6 +1,8 @@
 use super::*;
+use crate::control_side::LdsSegment;
 use wirelat_dataplane::packet::{ExchangeKind, FlowKey};
 use wirelat_dataplane::synopsis::estimate::ConfidenceInterval;
+use wirelat_dataplane::synopsis::lds::estimator::LdsSummary;
 use wirelat_records::{FlowEncap, FlowId, Point, QuantilePoint, Record, parse_lines};
 
 fn estimate(value: f64) -> Estimate {
@@ -55,10 +57,10 @@ fn the_scorer_reads_back_the_record_of_each_line() {
         Line::Segment(SegmentLine {
             record: segment_record(),
             sides: sides(),
-            result: SegmentResult::Lds {
+            result: SegmentResult::Lds(LdsSegment {
                 loss: LdsLoss { sent: 10, received: 9, rate: Some(0.1) },
                 summary: Box::new(lds_summary()),
-            },
+            }),
             missing: None,
         }),
         Line::Flow(FlowLine {
