@@ -23,11 +23,11 @@ mod lda;
 mod lds;
 mod rda;
 
-pub use colate::{ColateHarvest, NoSegmentLine};
+pub use colate::{ColateEvidence, ColateHarvest, ColateQuery, NoSegmentLine, colate_epoch};
 pub use fridge::FridgeHarvest;
 pub use lda::{LdaHarvest, LdaSegment};
 pub use lds::{LdsHarvest, LdsSegment};
-pub use rda::{RdaHarvest, RdaSegment};
+pub use rda::{RdaHarvest, RdaSegment, Reconciled};
 
 use serde::Serialize;
 use wirelat_dataplane::pipeline::{Direction, DirectionSynopses, EpochSynopses};

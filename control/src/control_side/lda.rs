@@ -5,9 +5,16 @@ use serde::Serialize;
 use wirelat_dataplane::synopsis::lda::{Lda, LdaReport};
 
 use super::{ControlSide, PeerSide, PublishAt, SegmentKeys, SynopsisSummary, TwoPointSide};
+use crate::peer::config::SegmentInfo;
 use crate::peer::engine::{Engine, GroupCall};
+use crate::peer::estimate::{
+    Latest, Outcome, Pair, SegmentContext, SegmentEstimate, Sides, outcome_of, segment_sides,
+};
 use crate::publish::{PublishError, Publisher};
-use crate::report::line::LdaLoss;
+use crate::report::line::{LdaLoss, Line, SegmentLine, SegmentResult};
+use wirelat_dataplane::synopsis::SynopsisKind;
+use wirelat_dataplane::synopsis::lda;
+use wirelat_records::SegmentRecord;
 
 /// LDA's summary of one harvested epoch of one direction.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -59,4 +66,49 @@ impl PeerSide for Lda {
         let out = e.estimate_pair::<Lda>(&e.segment_context(&call.g, &seg, call.sides), up, down);
         e.finish(call.g, call.emit, out, &call.keys);
     }
+}
+
+impl SegmentEstimate for Lda {
+    type Evidence<'e> = Pair<'e, Lda>;
+    fn estimate_segment(cx: &SegmentContext<'_>, e: Pair<'_, Lda>) -> Outcome {
+        lda_group(cx.seg, cx.first, e.up, e.down, cx.sides)
+    }
+}
+
+/// LDA: one segment record.
+fn lda_group(seg: &SegmentInfo, epoch: u64, up: &Lda, down: &Lda, sides: Sides<'_>) -> Outcome {
+    let (mean, sd, latest, estimate, result) = match lda::estimate(up, down) {
+        Ok(r) => {
+            let loss = LdaLoss {
+                sent: r.sent_packets,
+                received: r.received_packets,
+                lost: r.lost_packets,
+                receiver_excess: r.receiver_excess,
+                rate: r.loss_rate.as_ref().ok().map(|e| e.value),
+            };
+            let latest = Latest {
+                mean_ns: r.mean_delay.as_ref().ok().map(|e| e.value),
+                std_dev_ns: r.std_dev.as_ref().ok().map(|e| e.value),
+                loss_rate: r.loss_rate.as_ref().ok().map(|e| e.value),
+                samples: Some(r.samples),
+            };
+            let (mean, sd, estimate) =
+                (r.mean_delay.clone().ok(), r.std_dev.clone().ok(), outcome_of(&r.mean_delay));
+            (mean, sd, Some(latest), estimate, SegmentResult::Lda(LdaSegment { loss, report: Box::new(r) }))
+        }
+        Err(e) => (None, None, None, "config_mismatch", SegmentResult::Error { error: e.to_string() }),
+    };
+    let line = Line::Segment(SegmentLine {
+        record: SegmentRecord {
+            synopsis: SynopsisKind::Lda,
+            direction: seg.direction,
+            epoch,
+            mean_ns: mean,
+            std_dev_ns: sd,
+        },
+        sides: segment_sides(seg, sides),
+        result,
+        missing: None,
+    });
+    Outcome { lines: vec![line], latest, estimate, ..Outcome::default() }
 }
