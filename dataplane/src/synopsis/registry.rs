@@ -2,8 +2,10 @@
 //!
 //! [`with_synopses!`] is the list: every place that needs one item per synopsis (the kind
 //! enum, the configuration set, the epoch buffer's fields, the staged locations, the decoded
-//! value the peer estimates from) is generated from it, so adding a synopsis is a module that
-//! implements [`Synopsis`] and one line here (see `docs/adding-a-synopsis.md`).
+//! value the peer estimates from) is generated from it, here and in the control crate
+//! (`control_side`: the harvest summaries, the segment keys, publishing and the peer's dispatch).
+//! Adding a synopsis is a module that implements [`Synopsis`], its control-side module and one
+//! line here (see `docs/adding-a-synopsis.md`).
 //!
 //! Each entry is `(field, Variant = kind_byte, Type, ConfigType, "description")`:
 //! - `field`: the lower-case name used in configs (`[synopses.<field>]`), records, logs and
