@@ -19,11 +19,6 @@ pub fn pareto_tail(x: f64, x_m: f64, a: f64) -> f64 {
     if x <= x_m { 1.0 } else { (x / x_m).powf(-a) }
 }
 
-/// Pr(T > x) of a Lomax (Pareto II) law with scale `sigma` and shape `a`: (1 + x/σ)^-a.
-pub fn lomax_tail(x: f64, sigma: f64, a: f64) -> f64 {
-    (1.0 + x.max(0.0) / sigma).powf(-a)
-}
-
 /// Offered load of large flows per cell, z = n·P / C.
 pub fn load(flows: f64, large_tail: f64, cells: f64) -> f64 {
     flows * large_tail / cells
