@@ -20,7 +20,7 @@
 //! Needs root (namespaces) and `ip`, `tcpdump`, `ethtool`, `ping`, `curl`, `dig`, `dnsmasq`,
 //! `python3` (scripts/setup.sh installs them); skips with a message otherwise. Everything it
 //! creates is named `w13*` and removed by a Drop guard, also when an assertion fails.
-//! The two tests share the interface names, so they hold one lock.
+//! The tests share the interface names, so they hold one lock.
 //!
 //! One test binary in two modules: [`forwarding`] (real and hostile traffic through both
 //! drivers, byte-identical, with the counters and the fridge's exchanges checked against the
