@@ -17,7 +17,7 @@
 #   libhwloc-dev  the machine topology (hwloc 2.x) for the core plan of `wirelat run`
 #   libudev-dev   linked by hwloc (hwlocality links it)
 #   tcpdump, ethtool, iputils-ping, curl, bind9-dnsutils (dig), dnsmasq-base, iproute2
-#                 the kernel-port namespace test (tests/kernel_ports.rs): captures on both
+#                 the kernel-port namespace test (tests/kernel_ports/): captures on both
 #                 sides, offloads off, ICMP, TCP, DNS through `wirelat run` on af_packet ports
 #   python3       the same test's HTTP server and frame writer (also pulled in by dpdk-dev;
 #                 named so that the test does not depend on that)

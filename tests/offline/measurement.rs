@@ -1,0 +1,194 @@
+//! The measurement over pcap files: every packet into epochs, JSON lines and body dumps equal
+//! with one and three emulated workers, and bad input reported clearly.
+
+use super::*;
+
+fn offline(dir: &Path, pcaps: &[PathBuf; 2], workers: usize) -> PathBuf {
+    let out = dir.join(format!("w{workers}"));
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let config = out.join("c.toml");
+    let text = format!(
+        "[output]\njson = \"{}\"\ndump_dir = \"{}\"\n{CONFIG}",
+        out.join("e.jsonl").display(),
+        out.join("dump").display()
+    );
+    std::fs::write(&config, text).expect("config");
+    run_offline(&config, pcaps, &["--workers", &workers.to_string()]);
+    out
+}
+
+fn lines(out: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(out.join("e.jsonl"))
+        .expect("json lines")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect()
+}
+
+/// Frames the packet layer measures: IPv4 or IPv6 directly on Ethernet (the generated traffic
+/// has no VLAN tags; its only other frames are ARP).
+fn ip_frames(pcaps: &[PathBuf; 2]) -> [u64; 2] {
+    let count = |p: &Path| {
+        read_frames(p).iter().filter(|f| matches!(f.get(12..14), Some([0x08, 0x00] | [0x86, 0xdd]))).count()
+            as u64
+    };
+    [count(&pcaps[0]), count(&pcaps[1])]
+}
+
+/// Per epoch and fridge kind: the samples in each histogram bin (low_ns, high_ns, samples).
+type FridgeBins = BTreeMap<(u64, String), Vec<(u64, u64, u64)>>;
+
+fn fridge_bins(lines: &[serde_json::Value]) -> FridgeBins {
+    let mut out = FridgeBins::new();
+    for l in lines.iter().filter(|l| l["kind"] == "fridge") {
+        let epoch = l["epoch"].as_u64().expect("epoch");
+        for k in l["summary"]["report"]["kinds"].as_array().expect("kinds") {
+            let bins = k["all"]["histogram"]
+                .as_array()
+                .expect("histogram")
+                .iter()
+                .map(|b| {
+                    let field = |name: &str| b[name].as_u64().expect("histogram field");
+                    (field("low_ns"), field("high_ns"), field("samples"))
+                })
+                .collect();
+            out.insert((epoch, k["kind"].as_str().expect("kind").to_owned()), bins);
+        }
+    }
+    out
+}
+
+fn dump(out: &Path) -> BTreeMap<String, Vec<u8>> {
+    read_dump(&out.join("dump"))
+}
+
+#[test]
+fn offline_measures_every_packet_into_epochs_and_merges_workers_exactly() {
+    let dir = scratch();
+    let d = dir.path();
+    let pcaps = trace(d);
+    let ip = ip_frames(&pcaps);
+    assert!(ip[0] > 1000 && ip[1] > 1000, "both directions carry traffic: {ip:?}");
+    let one = offline(d, &pcaps, 1);
+    let three = offline(d, &pcaps, 3);
+    let (a, b) = (lines(&one), lines(&three));
+    // 500 ms of traffic in 100 ms epochs (plus the 30 ms segment delay and the server's think
+    // time after the last request): 5 to 7 epochs, each with 1 fridge + 2 LDA + 2 RDA lines.
+    let epochs: BTreeSet<u64> = a.iter().map(|l| l["epoch"].as_u64().expect("epoch")).collect();
+    assert!((5..=7).contains(&epochs.len()), "{epochs:?}");
+    assert_eq!(a.len(), epochs.len() * 5);
+    assert_eq!(b.len(), a.len());
+    for (lines, workers) in [(&a, 1), (&b, 3)] {
+        for l in lines.iter() {
+            assert_eq!(l["point"], 4);
+            assert_eq!(l["epoch_len_ns"], 100_000_000);
+            assert_eq!(l["complete"], true);
+            assert_eq!(l["summary"]["shards"], workers, "every emulated worker gives a shard: {l}");
+            let seg = l["segment"].as_u64().expect("segment");
+            match l["kind"].as_str().expect("kind") {
+                "fridge" => assert_eq!(seg, 0),
+                "lda" | "rda" => assert!(seg == 40 || seg == 41, "{seg}"),
+                k => panic!("unexpected kind {k}"),
+            }
+        }
+    }
+    // Every IP frame is measured exactly once, in the LDA epoch of its direction (port 0 is the
+    // forward segment 40, port 1 the reverse segment 41), with one worker and with three.
+    for lines in [&a, &b] {
+        let measured = |seg: u64| -> u64 {
+            lines
+                .iter()
+                .filter(|l| l["kind"] == "lda" && l["segment"] == seg)
+                .map(|l| l["summary"]["measured"].as_u64().expect("measured"))
+                .sum()
+        };
+        assert_eq!([measured(40), measured(41)], ip);
+    }
+    // Three emulated workers: LDA and RDA bodies are byte-identical to one worker's (exact
+    // merge of shards; each flow stays on one worker).
+    let (da, db) = (dump(&one), dump(&three));
+    assert_eq!(da.keys().collect::<Vec<_>>(), db.keys().collect::<Vec<_>>());
+    assert_eq!(da.len(), a.len(), "one body per JSON line");
+    for (name, bytes) in &da {
+        if !name.starts_with("fridge") {
+            assert!(Some(bytes) == db.get(name), "{name} differs between 1 and 3 workers");
+        }
+    }
+    // The fridge: each worker has its own slots, so the weights may differ with the worker
+    // count, but with entry probability 1 and slots never full every response is matched on the
+    // worker that holds its request: the same samples fall into the same bins, epoch by epoch.
+    let (fa, fb) = (fridge_bins(&a), fridge_bins(&b));
+    let samples: u64 = fa.values().flatten().map(|(_, _, n)| n).sum();
+    assert!(samples > 20, "handshakes and DNS exchanges give fridge samples: {samples}");
+    assert_eq!(fa, fb);
+    // The bodies decode with the configuration and count the measured packets.
+    let cfg = LdaConfig::single_bank(256, 1.0, 9);
+    let total: u64 = da
+        .iter()
+        .filter(|(n, _)| n.starts_with("lda"))
+        .map(|(_, b)| Lda::decode(&cfg, b).expect("decode").total_packets())
+        .sum();
+    assert_eq!(total, ip[0] + ip[1]);
+}
+
+#[test]
+fn offline_reports_bad_input_clearly() {
+    let dir = scratch();
+    let d = dir.path();
+    let config = d.join("c.toml");
+    std::fs::write(&config, CONFIG).expect("config");
+    std::fs::write(d.join("junk.pcap"), b"not a pcap at all").expect("junk");
+    let run = || {
+        wirelat()
+            .args(["offline", "--config"])
+            .arg(&config)
+            .arg("--port0")
+            .arg(d.join("junk.pcap"))
+            .output()
+            .expect("run")
+    };
+    let output = run();
+    // Bad input: exit code 2 and one sentence naming the file.
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is not a pcap file"), "{}", describe(&output));
+    // A directory given as a pcap: the OS's reason, not pcap-file's "Error reading bytes".
+    std::fs::create_dir(d.join("dir.pcap")).expect("dir");
+    let output = wirelat()
+        .args(["offline", "--config"])
+        .arg(&config)
+        .arg("--port0")
+        .arg(d.join("dir.pcap"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(err.contains("cannot read") && err.contains("Is a directory"), "{err}");
+    assert!(!err.contains("Error reading bytes"), "{err}");
+    let output = wirelat()
+        .args(["offline", "--config"])
+        .arg(&config)
+        .arg("--port0")
+        .arg(d.join("junk.pcap"))
+        .args(["--workers", "0"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--workers"), "{}", describe(&output));
+    // A configuration within every documented range whose RDA buffers cannot fit in this
+    // machine: refused with the figure before anything is allocated (it aborted on
+    // allocation).
+    std::fs::write(
+        &config,
+        "[epochs]\nring = 64\n[synopses.rda]\nbinding = { mode = \"online\", buckets_per_bank = 256 }\n\
+         cache_capacity = 134217728\n",
+    )
+    .expect("config");
+    let output = run();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(err.contains("the RDA buffers alone need") && err.contains("MiB of memory and swap"), "{err}");
+    std::fs::write(&config, "[epochs]\nlength_ms = 0\n").expect("config");
+    let output = run();
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("epochs.length_ms"), "{}", describe(&output));
+}
