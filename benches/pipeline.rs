@@ -24,8 +24,9 @@
 //! `scripts/size-curve.sh` reads: the median ns/packet over criterion's samples, the same above
 //! `packet_layer_only`, the bytes one epoch's synopses allocate when built, the bytes the whole
 //! worker holds after its run (ring of epoch buffers, carry, lazily allocated tables, frames),
-//! and the control side's ns/packet. A counting global allocator measures the bytes; the timed
-//! loop allocates nothing, so it costs nothing there.
+//! the control side's ns/packet, and the allocation calls made inside the timed loop. A counting
+//! global allocator measures the bytes; the timed loop allocates nothing (the line says so), so
+//! the counting costs nothing there.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -50,6 +51,9 @@ struct Counting;
 
 /// Bytes currently allocated through [`Counting`].
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Allocation calls (alloc, alloc_zeroed, realloc) through [`Counting`]: the bench reports those
+/// made inside its timed loop, which must be none.
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
 
 // SAFETY: every call is forwarded unchanged to `System`, which upholds `GlobalAlloc`'s
 // contract; the counter only observes sizes. `alloc_zeroed` stays `System`'s own (calloc), so
@@ -57,11 +61,13 @@ static LIVE: AtomicUsize = AtomicUsize::new(0);
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the caller's layout is passed on as given.
         unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
         // SAFETY: as in `alloc`.
         unsafe { System.alloc_zeroed(layout) }
     }
@@ -71,6 +77,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
         // SAFETY: as in `dealloc`; `new_size` is the caller's.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
@@ -104,7 +111,10 @@ fn size_factor() -> f64 {
 
 /// The config's `[synopses.*]` sizes multiplied by `factor` (module docs), each rounded to
 /// what its key accepts. Panics naming the key if the file lacks one of them.
+/// `BENCH_SIZE_ONLY` (comma-separated `synopsis.key` names, e.g. `lds.width`) scales only those:
+/// which of a synopsis's tables its cost follows.
 fn scale_sizes(text: &str, factor: f64) -> String {
+    let only = std::env::var("BENCH_SIZE_ONLY").unwrap_or_default();
     fn at<'a>(t: &'a mut toml::Table, key: &str) -> &'a mut toml::Value {
         t.get_mut(key).unwrap_or_else(|| panic!("configs/measure-trace.toml: no key {key}"))
     }
@@ -115,7 +125,10 @@ fn scale_sizes(text: &str, factor: f64) -> String {
         at(t, key).as_array_mut().unwrap_or_else(|| panic!("{key}: an array"))
     }
     // n × factor rounded, at least `min`, rounded to a multiple of `step`, then `finish`ed.
-    let scale = |v: &mut toml::Value, min: u64, step: u64, finish: fn(u64) -> u64| {
+    let scale = |name: &str, v: &mut toml::Value, min: u64, step: u64, finish: fn(u64) -> u64| {
+        if !only.is_empty() && !only.split(',').any(|k| k.trim() == name) {
+            return;
+        }
         let n = v.as_integer().unwrap_or_else(|| panic!("{v}: an integer")) as f64;
         let x = ((n * factor / step as f64).round() as u64 * step).max(min);
         *v = toml::Value::Integer(finish(x) as i64);
@@ -126,20 +139,20 @@ fn scale_sizes(text: &str, factor: f64) -> String {
     for kind in array(table(syn, "fridge"), "kinds") {
         let kind = kind.as_table_mut().expect("a fridge kind: a table");
         for f in array(kind, "fridges") {
-            scale(at(f.as_table_mut().expect("a fridge: a table"), "slots"), 2, 1, same);
+            scale("fridge.slots", at(f.as_table_mut().expect("a fridge: a table"), "slots"), 2, 1, same);
         }
     }
     for bank in array(table(syn, "lda"), "banks") {
         // Even: rows pair into signed buckets.
-        scale(at(bank.as_table_mut().expect("an LDA bank: a table"), "rows"), 2, 2, same);
+        scale("lda.rows", at(bank.as_table_mut().expect("an LDA bank: a table"), "rows"), 2, 2, same);
     }
     let lds = table(syn, "lds");
-    scale(at(lds, "width"), 1, 1, same);
-    scale(at(lds, "flow_capacity"), 1, 1, same);
+    scale("lds.width", at(lds, "width"), 1, 1, same);
+    scale("lds.flow_capacity", at(lds, "flow_capacity"), 1, 1, same);
     let rda = table(syn, "rda");
-    scale(at(rda, "cache_capacity"), 1, 1, same);
-    scale(at(table(rda, "binding"), "buckets_per_bank"), 1, 1, same);
-    scale(at(table(syn, "colate"), "counters"), 3, 1, next_prime);
+    scale("rda.cache_capacity", at(rda, "cache_capacity"), 1, 1, same);
+    scale("rda.buckets_per_bank", at(table(rda, "binding"), "buckets_per_bank"), 1, 1, same);
+    scale("colate.counters", at(table(syn, "colate"), "counters"), 3, 1, next_prime);
     toml::to_string(&doc).expect("TOML out")
 }
 
@@ -175,6 +188,8 @@ struct Worker {
     settle_time: Duration,
     /// ns per packet of every timed call criterion made (warm-up included), for the median.
     ns_per_packet: Vec<f64>,
+    /// Allocation calls made inside the timed loop (none expected).
+    timed_allocations: usize,
 }
 
 impl Worker {
@@ -198,6 +213,7 @@ impl Worker {
             control_packets: 0,
             settle_time: Duration::ZERO,
             ns_per_packet: Vec::new(),
+            timed_allocations: 0,
         };
         w.stamp_next_burst();
         w
@@ -265,6 +281,7 @@ struct Figures {
     epoch_bytes: usize,
     worker_bytes: usize,
     control_ns_per_packet: f64,
+    timed_allocations: usize,
 }
 
 fn bench_set(
@@ -286,9 +303,11 @@ fn bench_set(
         b.iter_custom(|iters| {
             let mut t = Duration::ZERO;
             for _ in 0..iters {
+                let allocs = ALLOCS.load(Ordering::Relaxed);
                 let start = Instant::now();
                 w.run();
                 let elapsed = start.elapsed();
+                w.timed_allocations += ALLOCS.load(Ordering::Relaxed) - allocs;
                 t += elapsed;
                 w.ns_per_packet.push(elapsed.as_nanos() as f64 / PACKETS_PER_ITER as f64);
                 let control = Instant::now();
@@ -321,6 +340,7 @@ fn bench_set(
         epoch_bytes,
         worker_bytes,
         control_ns_per_packet,
+        timed_allocations: w.timed_allocations,
     }
 }
 
@@ -343,7 +363,7 @@ fn bench(c: &mut Criterion) {
     let factor = size_factor();
     for f in std::iter::once(&layer).chain(&figures) {
         eprintln!(
-            "pipeline-size|{}|factor={factor}|ns_per_packet={:.1}|above_packet_layer={:.1}|epoch_bytes={}|worker_bytes={}|worker_bytes_above_packet_layer={}|control_ns_per_packet={:.1}",
+            "pipeline-size|{}|factor={factor}|ns_per_packet={:.1}|above_packet_layer={:.1}|epoch_bytes={}|worker_bytes={}|worker_bytes_above_packet_layer={}|control_ns_per_packet={:.1}|timed_allocations={}",
             f.name,
             f.ns_per_packet,
             f.ns_per_packet - layer.ns_per_packet,
@@ -351,6 +371,7 @@ fn bench(c: &mut Criterion) {
             f.worker_bytes,
             f.worker_bytes.saturating_sub(layer.worker_bytes),
             f.control_ns_per_packet,
+            f.timed_allocations,
         );
     }
 }
