@@ -20,6 +20,11 @@ sorted distinct delays with F = cumulative count / n).
 
 Usage: scripts/fridge-captures.py WIRELAT_BINARY CAPTURES_DIR [BINS_PER_OCTAVE ...]
 The captures are not part of the project; the table lives in BENCHMARKS.md (W12).
+
+WIRELAT_SIZE_FACTOR (issue 24, W17; default 1) multiplies the slots (2^16 x factor, at least
+2), and the script then also prints one `SIZE-CURVE|captures|fridge|...` line that
+scripts/size-curve.sh collects: the worst |log2| error at p50/p95/p99 over every capture and kind
+at the first resolution given, and the share of the exact pairs the fridge kept as samples.
 """
 
 import json
@@ -31,6 +36,23 @@ import sys
 import tempfile
 
 QS = (0.5, 0.95, 0.99)
+SLOTS = 65536
+SLOT_BYTES = 16  # fridge::table::Slot: timestamp u64, counter u32, signature u32
+
+
+def size_factor():
+    """WIRELAT_SIZE_FACTOR, default 1; anything but a finite number above 0 stops the script."""
+    raw = os.environ.get("WIRELAT_SIZE_FACTOR")
+    if raw is None:
+        return 1.0
+    try:
+        f = float(raw)
+    except ValueError:
+        f = float("nan")
+    if not (math.isfinite(f) and f > 0):
+        print(f"WIRELAT_SIZE_FACTOR={raw!r}: expected a number above 0 (e.g. 0.25, 1 or 4)", file=sys.stderr)
+        sys.exit(2)
+    return f
 
 
 def read_pcap(path):
@@ -170,8 +192,8 @@ dns = true
 [synopses.fridge]
 seed = 1
 kinds = [
-  {{ kind = "tcp_handshake", fridges = [{{ slots = 65536, entry_probability = 1.0 }}] }},
-  {{ kind = "dns", fridges = [{{ slots = 65536, entry_probability = 1.0 }}] }},
+  {{ kind = "tcp_handshake", fridges = [{{ slots = {slots}, entry_probability = 1.0 }}] }},
+  {{ kind = "dns", fridges = [{{ slots = {slots}, entry_probability = 1.0 }}] }},
 ]
 [synopses.fridge.histogram]
 bins_per_octave = {bpo}
@@ -187,10 +209,10 @@ def write_pcap(path, packets):
             f.write(frame)
 
 
-def fridge_report(binary, pcap, bpo, tmp):
+def fridge_report(binary, pcap, bpo, tmp, slots):
     cfg = os.path.join(tmp, f"fridge-{bpo}.toml")
     with open(cfg, "w") as f:
-        f.write(CONFIG.format(bpo=bpo))
+        f.write(CONFIG.format(bpo=bpo, slots=slots))
     out = subprocess.run(
         [binary, "offline", "--config", cfg, "--port0", pcap, "--workers", "1"],
         check=True,
@@ -210,6 +232,8 @@ def err(est, truth):
 def main():
     binary, captures = sys.argv[1], sys.argv[2]
     bpos = [int(x) for x in sys.argv[3:]] or [16, 4]
+    factor = size_factor()
+    slots = max(2, round(SLOTS * factor))
     names = sorted(n for n in os.listdir(captures) if n.endswith(".pcap"))
     rows = []
     with tempfile.TemporaryDirectory(prefix="w12-fridge-") as tmp:
@@ -228,7 +252,7 @@ def main():
         jobs.append(("pooled (all 17)", pooled_path, pooled))
         for name, path, packets in jobs:
             truth = exact_delays(packets)
-            reports = {bpo: fridge_report(binary, path, bpo, tmp) for bpo in bpos}
+            reports = {bpo: fridge_report(binary, path, bpo, tmp, slots) for bpo in bpos}
             for kind, delays in truth.items():
                 if len(delays) < 1:
                     continue
@@ -259,6 +283,16 @@ def main():
     print()
     for (bpo, q), (new, old) in sorted(worst.items()):
         print(f"worst |log2| at {bpo} bins/octave, p{int(q * 100)}: new rule {new:.3f}, old rule {old:.3f}")
+    if "WIRELAT_SIZE_FACTOR" in os.environ:
+        # Per capture and kind (the pooled trace excluded: it repeats them), at the first
+        # resolution: pairs the fridge kept, and the worst new-rule error per quantile.
+        own = [r for r in rows if not r[0].startswith("pooled")]
+        pairs, kept = sum(r[2] for r in own), sum(r[3] for r in own)
+        figs = [f"pairs={pairs}", f"samples_kept={kept / max(pairs, 1):.4f}"]
+        for q in QS:
+            figs.append(f"log2_err_p{int(q * 100)}_worst={worst[(bpos[0], q)][0]:.3f}")
+        # Two fridges (handshake, DNS) of `slots` slots; the histograms are not counted.
+        print(f"SIZE-CURVE|captures|fridge|{factor:g}|{2 * slots * SLOT_BYTES}|" + "|".join(figs))
 
 
 if __name__ == "__main__":

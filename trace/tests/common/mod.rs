@@ -181,3 +181,77 @@ pub fn matched(up: &[Rec], down: &[Rec]) -> Vec<(u64, Option<u64>, Vec<u8>)> {
     assert!(index.is_empty(), "{} downstream packets without an upstream copy", index.len());
     out
 }
+
+/// `WIRELAT_SIZE_FACTOR` (issue 24, W17): the factor every synopsis's table size is multiplied
+/// by in the accuracy matrices (`scripts/size-curve.sh` runs them at ¼, 1 and 4). Unset means 1,
+/// the sizes the golden digests hold. A value that is not a finite number above 0 stops the
+/// test with a message naming the variable: a typo must not silently run the default sizes.
+pub fn size_factor() -> f64 {
+    match std::env::var("WIRELAT_SIZE_FACTOR") {
+        Err(std::env::VarError::NotPresent) => 1.0,
+        Ok(s) => match s.trim().parse::<f64>() {
+            Ok(f) if f.is_finite() && f > 0.0 => f,
+            _ => panic!("WIRELAT_SIZE_FACTOR={s:?}: expected a number above 0 (e.g. 0.25, 1 or 4)"),
+        },
+        Err(e) => panic!("WIRELAT_SIZE_FACTOR: {e}"),
+    }
+}
+
+/// `n` × `factor` rounded to the nearest integer, at least `min`: a size the configs accept.
+/// Exactly `n` at factor 1 (for any `n ≥ min`), so the default matrices are unchanged.
+pub fn scaled(n: u64, factor: f64, min: u64) -> u64 {
+    ((n as f64 * factor).round() as u64).max(min)
+}
+
+/// `n` × `factor` rounded to the nearest even number, at least 2 (LDA's rows pair into signed
+/// buckets, so a bank's rows must be even). Exactly `n` at factor 1 for an even `n`.
+pub fn scaled_even(n: u32, factor: f64) -> u32 {
+    ((((f64::from(n) * factor) / 2.0).round() as u32) * 2).max(2)
+}
+
+/// The checks of a matrix run at some size factor: a failure always fails the test; a check
+/// that is an operator-facing guarantee of the default sizing (a coverage target, a decode
+/// that the default tables always complete) fails at factor 1 but at another factor is only
+/// marked, with its measured value, because smaller tables are allowed to break it.
+pub struct Checks {
+    pub factor: f64,
+    pub failures: Vec<String>,
+    pub marks: Vec<String>,
+}
+
+impl Checks {
+    pub fn new(factor: f64) -> Self {
+        Self { factor, failures: Vec::new(), marks: Vec::new() }
+    }
+
+    /// A check whose bound comes from the estimator's own numbers or from the scaled size:
+    /// it holds at every factor.
+    pub fn fail(&mut self, what: String) {
+        self.failures.push(what);
+    }
+
+    /// A guarantee of the default sizing: fails at factor 1, marked at any other.
+    pub fn guarantee(&mut self, what: String) {
+        if self.factor == 1.0 {
+            self.failures.push(what);
+        } else {
+            self.marks.push(what);
+        }
+    }
+
+    /// Prints the marks (size-dependent guarantees broken at this factor), then fails the test
+    /// on any failure.
+    pub fn finish(&self) {
+        for m in &self.marks {
+            println!("MARKED at size factor {}: {m}", self.factor);
+        }
+        assert!(self.failures.is_empty(), "{} failures:\n{}", self.failures.len(), self.failures.join("\n"));
+    }
+}
+
+/// One machine-readable headline line per synopsis and matrix, which `scripts/size-curve.sh`
+/// collects into its table: `SIZE-CURVE|matrix|synopsis|factor|bytes per point|figures…`.
+pub fn headline(matrix: &str, synopsis: &str, factor: f64, bytes: u64, figures: &[(&str, String)]) {
+    let f: Vec<String> = figures.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    println!("SIZE-CURVE|{matrix}|{synopsis}|{factor}|{bytes}|{}", f.join("|"));
+}
