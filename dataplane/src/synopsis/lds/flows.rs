@@ -40,7 +40,7 @@ pub struct FlowEntry {
 }
 
 /// The bounded set of flow keys seen in one epoch.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct FlowSet {
     capacity: usize,
     /// Open-addressing table of `flow_hash | 1` tags (0 = empty); a power of two, load ≤ 3/4.
@@ -52,6 +52,25 @@ pub struct FlowSet {
     unrecorded_packets: u64,
     /// Linear-counting bitmap over the flow hashes that did not fit (empty when capacity is 0).
     unrecorded_bitmap: Vec<u64>,
+}
+
+impl Clone for FlowSet {
+    /// Keeps the full reservation of the entries. A derived clone reserves only the current
+    /// length: every buffer of a worker's ring is a clone of one template, so each then grew
+    /// its entries by doubling on the hot path (13 reallocations per buffer to 262 144 flows,
+    /// counted by the pipeline bench's allocator).
+    fn clone(&self) -> Self {
+        let mut entries = Vec::with_capacity(self.capacity);
+        entries.extend_from_slice(&self.entries);
+        Self {
+            capacity: self.capacity,
+            tags: self.tags.clone(),
+            entries,
+            last_tag: self.last_tag,
+            unrecorded_packets: self.unrecorded_packets,
+            unrecorded_bitmap: self.unrecorded_bitmap.clone(),
+        }
+    }
 }
 
 impl FlowSet {
@@ -347,6 +366,19 @@ impl PartialEq for FlowSet {
 mod tests {
     use super::*;
     use std::net::IpAddr;
+
+    #[test]
+    fn a_clone_keeps_the_reservation_so_recording_never_reallocates() {
+        let template = FlowSet::new(300);
+        let mut c = template.clone();
+        let before = c.entries.as_ptr();
+        for i in 0..300u32 {
+            c.record(&key(i), u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15), Encap::NONE);
+        }
+        assert_eq!(c.len(), 300);
+        assert_eq!(c.entries.as_ptr(), before, "recording into a clone reallocated its entries");
+        assert_eq!(c.clone().entries.capacity(), 300);
+    }
 
     fn key(i: u32) -> FlowKey {
         let src: IpAddr = if i.is_multiple_of(3) {
