@@ -19,11 +19,8 @@ use wirelat_dataplane::synopsis::MergeError;
 pub struct Harvested<'a, B> {
     /// The epoch number (window [k·E, (k+1)·E)).
     pub epoch: u64,
-    /// The merged synopses of every worker that saw packets in it: the first worker's shard, the
-    /// others merged into it. Mutable so the consumer can move parts out (e.g. RDA's timestamp
-    /// cache, replaced by an empty one of the same configuration). After the consumer returns,
-    /// the buffer is reset and goes back to that worker, so whatever replaces a moved part must
-    /// be what the worker's hot path expects (its reservations, never a smaller one).
+    /// The merged synopses of every worker that saw packets in it (mutable so the consumer can
+    /// move parts out, e.g. RDA's timestamp cache; the accumulator is reset before reuse).
     pub merged: &'a mut B,
     /// How many worker shards were merged.
     pub shards: usize,
