@@ -136,7 +136,7 @@ pub fn run(
                 .with_split(split.clone()),
         );
     }
-    let mut harvester = Harvester::new(links);
+    let mut harvester = Harvester::new(links, move || template.clone());
     let mut publisher = measure::publisher(config, true)?;
     let exposed = crate::point_metrics::Exposed::start(config, "offline")?;
     let record =

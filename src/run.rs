@@ -186,7 +186,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
             writers.push(Some((pending, Arc::clone(t))));
         }
     }
-    let mut harvester = template.map(|_| Harvester::new(links));
+    let mut harvester = template.map(|t| Harvester::new(links, move || (*t).clone()));
     let set = config.synopsis_set();
     let split = config.direction_split().context("[monitor] inside")?;
 

@@ -3,11 +3,10 @@
 //!
 //! Each call to [`Harvester::poll`] drains every worker's filled buffers and keeps them per epoch
 //! and worker until every worker has left the epoch behind; then it merges that epoch's shards
-//! **in worker order** into the first one (so a run's merged bytes do not depend on which
+//! into one accumulator **in worker order** (so a run's merged bytes do not depend on which
 //! worker finished first: LDS's flow log lists flows in merge order, and the fridge's float sums
 //! depend on it with three or more workers), emits it, resets the worker buffers and gives them
-//! back (the first one after the epoch is emitted, to the worker that filled it: its pages stay
-//! on that worker's NUMA node). Epochs are emitted in epoch order. An epoch any worker had to skip is emitted marked
+//! back. Epochs are emitted in epoch order. An epoch any worker had to skip is emitted marked
 //! incomplete. Runs per epoch, never per packet.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,19 +44,22 @@ pub struct Harvester<B> {
     /// Per epoch, each worker's shard (index = worker).
     pending: BTreeMap<u64, Vec<Option<Box<B>>>>,
     skipped: BTreeSet<u64>,
+    spare: Vec<Box<B>>,
+    make: Box<dyn Fn() -> B + Send>,
     counters: HarvestCounters,
     /// The watermark of the last complete poll: every epoch below it was emitted.
     passed: Option<u64>,
 }
 
 impl<B: EpochBuffer> Harvester<B> {
-    /// A harvester over the workers' links. It needs no accumulator of its own: each epoch is
-    /// merged into its first shard (see [`Harvester::poll`]).
-    pub fn new(links: Vec<Arc<EpochLink<B>>>) -> Self {
+    /// A harvester over the workers' links; `make` builds empty accumulators.
+    pub fn new(links: Vec<Arc<EpochLink<B>>>, make: impl Fn() -> B + Send + 'static) -> Self {
         Self {
             links,
             pending: BTreeMap::new(),
             skipped: BTreeSet::new(),
+            spare: Vec::new(),
+            make: Box::new(make),
             counters: HarvestCounters::default(),
             passed: None,
         }
@@ -97,38 +99,22 @@ impl<B: EpochBuffer> Harvester<B> {
                 break;
             }
             let (epoch, shards) = entry.remove_entry();
-            // The first shard (in worker order) is the accumulator: the others are merged into
-            // it, and it goes back to its worker after the epoch is emitted. Merging it into an
-            // empty accumulator instead cost one whole pass over every table (and zeroing the
-            // accumulator): most of the control thread's per-epoch work with one worker.
-            let mut acc: Option<(usize, Box<B>)> = None;
+            let mut acc = self.spare.pop().unwrap_or_else(|| Box::new((self.make)()));
+            acc.reset();
             let mut merged_shards = 0;
             let mut result = Ok(());
-            for (w, (link, shard)) in self.links.iter().zip(shards).enumerate() {
+            for (link, shard) in self.links.iter().zip(shards) {
                 let Some(mut buffer) = shard else { continue };
-                match &mut acc {
-                    None => acc = Some((w, buffer)),
-                    Some((_, a)) => {
-                        if result.is_ok() {
-                            result = a.merge_from(&buffer);
-                        }
-                        buffer.reset();
-                        // The worker's ring has room for every buffer it owns.
-                        let _ = link.push_free(buffer);
-                    }
+                if result.is_ok() {
+                    result = acc.merge_from(&buffer);
+                    merged_shards += 1;
                 }
-                merged_shards += 1;
+                buffer.reset();
+                // The worker's ring has room for every buffer it owns.
+                let _ = link.push_free(buffer);
             }
-            // An epoch is pending only once a shard of it arrived.
-            let Some((owner, mut acc)) = acc else { continue };
-            let give_back = |mut b: Box<B>| {
-                b.reset();
-                if let Some(link) = self.links.get(owner) {
-                    let _ = link.push_free(b);
-                }
-            };
             if let Err(e) = result {
-                give_back(acc);
+                self.spare.push(acc);
                 return Err(e);
             }
             let complete = !self.skipped.remove(&epoch);
@@ -138,7 +124,7 @@ impl<B: EpochBuffer> Harvester<B> {
             if !complete {
                 self.counters.incomplete_epochs += 1;
             }
-            give_back(acc);
+            self.spare.push(acc);
             emitted += 1;
         }
         // Skip notes for epochs that had no packets at all are dropped once passed.
@@ -222,7 +208,7 @@ mod tests {
         let clock = EpochClock::new(10).unwrap();
         let (l0, mut w0) = EpochLink::new(3, clock, Order::default);
         let (l1, mut w1) = EpochLink::new(3, clock, Order::default);
-        let mut h = Harvester::new(vec![l0, l1]);
+        let mut h = Harvester::new(vec![l0, l1], Order::default);
         let mut seen = Vec::new();
         // Worker 1 hands over epoch 0 first; worker 0 is still in it.
         w1.buffer_for(1).unwrap().0.push(1);
@@ -267,7 +253,7 @@ mod tests {
                 writer.counters()
             }));
         }
-        let mut h = Harvester::new(links);
+        let mut h = Harvester::new(links, Sum::default);
         let mut got = BTreeMap::new();
         while !h.done() {
             std::thread::yield_now();
@@ -297,7 +283,7 @@ mod tests {
         let clock = EpochClock::new(10).unwrap();
         let (l1, mut w1) = EpochLink::new(2, clock, Sum::default);
         let (l2, mut w2) = EpochLink::new(2, clock, Sum::default);
-        let mut h = Harvester::new(vec![l1, l2]);
+        let mut h = Harvester::new(vec![l1, l2], Sum::default);
         // Worker 1 runs ahead through three epochs with nobody harvesting: epoch 2 is skipped.
         for ts in [1, 11, 21] {
             if let Some(b) = w1.buffer_for(ts) {

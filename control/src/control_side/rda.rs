@@ -51,24 +51,21 @@ impl ControlSide for Rda {
     type Harvest = RdaHarvest;
 
     fn publish(p: &mut Publisher, at: &PublishAt, s: &mut Self) -> Result<(), PublishError> {
-        // File the log first: the epoch may be a worker's shard that nothing was merged into
-        // (the harvester merges into the first shard), whose packets are only logged. Its
-        // counters, its banks (a repeated id's copies leave them when filed) and a late-binding
-        // signature (computed from the cache) are only final once it is filed.
-        s.settle();
         let harvest = RdaHarvest {
             direction: at.direction_name(),
             measured: at.measured_here(),
             counters: *s.counters(),
         };
-        // Retain the cache before the epoch goes out: a network sink sends at once, and the peer
-        // may ask for this epoch's timestamps as soon as it has both points' copies — a look-up
-        // that found no cache left the reconciliation incomplete (seen in the end-to-end demo:
-        // "no_cache": 1, mean off by 0.2 %).
+        // Encode first: a late-binding value's signature comes from the cache. Retain the cache
+        // before the epoch goes out: a network sink sends at once, and the peer may ask for this
+        // epoch's timestamps as soon as it has both points' copies — a look-up that found no
+        // cache left the reconciliation incomplete (seen in the end-to-end demo: "no_cache": 1,
+        // mean off by 0.2 %).
         let msg = p.message(at, &*s, SynopsisSummary::Rda(harvest));
-        // The sinks copy the pairs they keep; the table stays in the buffer, whose reset clears
-        // it for the next epoch. (Moving it out cost a fresh 32-MiB table per epoch and
+        // The sinks copy the pairs they keep; the table stays in the accumulator, whose reset
+        // clears it for the next epoch. (Moving it out cost a fresh 32-MiB table per epoch and
         // direction: page faults that were a quarter of `offline`'s time.)
+        s.settle();
         p.retain_rda_cache(at, s.cache());
         p.send(&msg);
         Ok(())

@@ -64,7 +64,7 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
     let t = template.clone();
     let (link, writer) = EpochLink::new(64, EpochClock::new(1_000_000).unwrap(), move || t.clone());
     let mut p = Pipeline::new(packet.clone(), writer, set.new_carry(), OverrunPolicy::Wait);
-    let mut h = Harvester::new(vec![link]);
+    let mut h = Harvester::new(vec![link], move || template.clone());
     // The sample frames, 100 µs apart (several 1 ms epochs), alternately on both ports.
     let frames = sample::frames();
     for (i, f) in frames.iter().enumerate() {
