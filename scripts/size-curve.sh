@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # W17 (issue 24): each synopsis's accuracy and speed at several table sizes. For every factor
 # (default 0.25 1 4) it runs
-#   - the accuracy matrices with WIRELAT_SIZE_FACTOR: trace/tests/segment_matrix.rs (LDA, RDA),
-#     flow_matrix.rs (LDS), colate_matrix.rs (COLATE), at the CI's sizes of traffic unless
+#   - the accuracy matrices with WIRELAT_SIZE_FACTOR: trace/tests/segment_matrix/ (LDA, RDA),
+#     flow_matrix.rs (LDS), colate_matrix/ (COLATE), at the CI's sizes of traffic unless
 #     SEGMENT_SCALE / COLATE_SCALE / FLOW_MATRIX=full ask for the larger runs;
 #   - the fridge's W12 check against real captures (scripts/fridge-captures.py, 16 bins per
 #     octave) if CAPTURES names a directory of pcaps (default ../shared/data/captures; the
