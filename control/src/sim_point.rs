@@ -507,8 +507,21 @@ pub fn run(config: &Path, opts: RunOptions) -> Result<(), String> {
     // Streamed: each epoch is shipped as soon as its packets are all drawn, so the process
     // holds a few epochs, not the run.
     let mut sim = Simulation::new(&cfg.sim, &cfg.synopses, &cfg.packet, cfg.segments, ids, Some(which))?;
-    let mut sink = NetworkSink::new(cfg.point.id, &cfg.synopses, &cfg.packet, cfg.ship.clone())
-        .map_err(|e| e.to_string())?;
+    // The sink (its shipper connects at once, and answers the peer's look-ups) starts only once
+    // the skipped epochs are simulated and their caches held: a restarted point connected
+    // first, and under load the peer's pending look-ups for the epochs around the crash reached
+    // it before it had rebuilt those caches. It answered "no cache", and those epochs' RDA
+    // records were written with a mean missing one point's timestamps.
+    let mut held: Vec<(u32, u64, TimestampCache)> = Vec::new();
+    let start_sink = |held: &mut Vec<(u32, u64, TimestampCache)>| -> Result<NetworkSink, String> {
+        let mut s = NetworkSink::new(cfg.point.id, &cfg.synopses, &cfg.packet, cfg.ship.clone())
+            .map_err(|e| e.to_string())?;
+        for (segment, epoch, cache) in held.drain(..) {
+            s.retain_rda_cache(segment, epoch, &cache);
+        }
+        Ok(s)
+    };
+    let mut sink: Option<NetworkSink> = None;
     let base = cfg.sim.first_epoch;
     let start = Instant::now();
     let mut paced: u32 = 0;
@@ -516,6 +529,14 @@ pub fn run(config: &Path, opts: RunOptions) -> Result<(), String> {
         for h in step?.into_iter().nth(which).unwrap_or_default() {
             let rel = h.epoch.saturating_sub(base);
             // Caches of skipped epochs are retained too: a replay rebuilds them (trace mode).
+            if rel < opts.from_epoch && sink.is_none() {
+                held.extend(h.rda_caches.into_iter().map(|(segment, cache)| (segment, h.epoch, cache)));
+                continue;
+            }
+            let sink = match &mut sink {
+                Some(s) => s,
+                None => sink.insert(start_sink(&mut held)?),
+            };
             for (segment, cache) in &h.rda_caches {
                 sink.retain_rda_cache(*segment, h.epoch, cache);
             }
@@ -538,6 +559,11 @@ pub fn run(config: &Path, opts: RunOptions) -> Result<(), String> {
             }
         }
     }
+    // Every epoch was skipped: still connect, hand over what is held and close.
+    let mut sink = match sink {
+        Some(s) => s,
+        None => start_sink(&mut held)?,
+    };
     sink.close();
     let c = sink.counters();
     println!("{}", serde_json::to_string(&c).unwrap_or_default());
