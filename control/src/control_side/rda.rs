@@ -79,7 +79,16 @@ impl TwoPointSide for Rda {
 impl PeerSide for Rda {
     fn handle_group(e: &mut Engine, call: GroupCall<'_>) {
         let Some((seg, up, down)) = call.segment(e) else { return e.ack_all(&call.keys) };
-        e.start_rda(call.g, seg, up, down, call.complete, call.absent, call.emit, call.keys);
+        e.start_rda(
+            call.g,
+            seg,
+            up,
+            down,
+            call.sides.complete,
+            call.sides.absent.to_vec(),
+            call.emit,
+            call.keys,
+        );
     }
 }
 

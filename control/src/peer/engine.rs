@@ -84,12 +84,8 @@ pub(crate) struct GroupCall<'a> {
     pub g: GroupKey,
     /// Its parts, by (point, epoch).
     pub group: &'a Group,
-    /// Whether every part was complete and which sides are absent, for the records.
+    /// Whether every part was complete and which expected sides no part came from.
     pub sides: Sides<'a>,
-    /// Every part was complete.
-    pub complete: bool,
-    /// The expected sides no part came from.
-    pub absent: Vec<Side>,
     /// False when the group's records were already written (a resent group: acknowledge only).
     pub emit: bool,
     /// The parts' keys, acknowledged when the group is done.
@@ -329,9 +325,8 @@ impl Engine {
             );
             return;
         }
-        let sides_absent = absent.clone();
-        let sides = Sides { complete, absent: &sides_absent };
-        control_side::handle_group(self, GroupCall { g, group: &group, sides, complete, absent, emit, keys });
+        let sides = Sides { complete, absent: &absent };
+        control_side::handle_group(self, GroupCall { g, group: &group, sides, emit, keys });
     }
 
     /// Acknowledges `keys` to their points (except those held for a COLATE census).
