@@ -41,7 +41,8 @@ pub fn log_measurement(config: &Config, mode: &str) {
 
 /// The RDA buffers a measurement reserves up front, in bytes, for `workers` workers: every
 /// worker's ring of `[epochs] ring` buffers holds, per direction, a packet log reserved for
-/// `cache_capacity` packets (16 B each), and the merged epoch of each direction a cache table
+/// `cache_capacity` packets (16 B each), and the merged epoch of each direction its cache (a
+/// table, or the appended log and the sorted run)
 /// ([`RdaConfig::shard_bytes`](wirelat_dataplane::synopsis::rda::RdaConfig::shard_bytes)).
 /// The other synopses' tables are fixed and small beside it (see docs/*.md); they are left out,
 /// so this is a lower bound of what the configuration needs.

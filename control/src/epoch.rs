@@ -117,6 +117,8 @@ impl<B: EpochBuffer> Harvester<B> {
                 self.spare.push(acc);
                 return Err(e);
             }
+            // Merges may defer work (RDA files every worker's log at once here).
+            acc.settle();
             let complete = !self.skipped.remove(&epoch);
             emit(Harvested { epoch, merged: &mut *acc, shards: merged_shards, complete });
             self.counters.epochs += 1;

@@ -32,8 +32,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub trait EpochBuffer: Send + 'static {
     /// Back to empty, keeping allocations (done by the control thread, off the data path).
     fn reset(&mut self);
-    /// Adds another worker's shard of the same epoch (exact).
+    /// Adds another worker's shard of the same epoch (exact once settled).
     fn merge_from(&mut self, other: &Self) -> Result<(), MergeError>;
+    /// Finishes what the merges deferred ([`crate::synopsis::Synopsis::settle`]): called once
+    /// every shard of the epoch is merged, before the epoch is published.
+    fn settle(&mut self) {}
 }
 
 /// Maps timestamps to epoch numbers.

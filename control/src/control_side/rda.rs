@@ -51,6 +51,9 @@ impl ControlSide for Rda {
     type Harvest = RdaHarvest;
 
     fn publish(p: &mut Publisher, at: &PublishAt, s: &mut Self) -> Result<(), PublishError> {
+        // The merges only appended the workers' logs: file them first, since the counters, the
+        // banks and the cache are final only then (`Rda::merge`).
+        s.settle();
         let harvest = RdaHarvest {
             direction: at.direction_name(),
             measured: at.measured_here(),
@@ -62,10 +65,9 @@ impl ControlSide for Rda {
         // cache left the reconciliation incomplete (seen in the end-to-end demo: "no_cache": 1,
         // mean off by 0.2 %).
         let msg = p.message(at, &*s, SynopsisSummary::Rda(harvest));
-        // The sinks copy the pairs they keep; the table stays in the accumulator, whose reset
+        // The sinks copy the pairs they keep; the cache stays in the accumulator, whose reset
         // clears it for the next epoch. (Moving it out cost a fresh 32-MiB table per epoch and
         // direction: page faults that were a quarter of `offline`'s time.)
-        s.settle();
         p.retain_rda_cache(at, s.cache());
         p.send(&msg);
         Ok(())

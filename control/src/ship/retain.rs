@@ -80,12 +80,20 @@ impl RetainedCaches {
 
     /// Stores the cache of (`segment`, `epoch`).
     pub fn retain(&mut self, segment: u32, epoch: u64, cache: &TimestampCache) {
-        // `iter` filters the slots, so collecting would grow by doubling and keep up to twice
+        // A cache filed in bulk is a sorted run already: copied as it is, the look-ups need
+        // no sort (which took about 27 ns per pair, under this store's lock). Otherwise `iter`
+        // filters the table's slots, so collecting would grow by doubling and keep up to twice
         // the memory the pairs need; the exact count is known.
-        let mut pairs: Vec<(u64, u64)> = Vec::with_capacity(cache.len());
-        pairs.extend(cache.iter());
-        pairs.shrink_to_fit();
-        let r = Retained { pairs, sorted: false, stored: Instant::now() };
+        let (pairs, sorted) = match cache.sorted_pairs() {
+            Some(run) => (run.to_vec(), true),
+            None => {
+                let mut pairs: Vec<(u64, u64)> = Vec::with_capacity(cache.len());
+                pairs.extend(cache.iter());
+                pairs.shrink_to_fit();
+                (pairs, false)
+            }
+        };
+        let r = Retained { pairs, sorted, stored: Instant::now() };
         self.bytes += r.bytes();
         if let Some(old) = self.caches.insert((segment, epoch), r) {
             self.bytes = self.bytes.saturating_sub(old.bytes());
@@ -222,6 +230,34 @@ mod tests {
         assert_eq!(r.lookup(&CacheRef { epoch: 8, ..c }, &[9]).0, LookupStatus::NoCache);
         assert_eq!(r.lookup(&CacheRef { point: 4, ..c }, &[9]).0, LookupStatus::NoCache);
         assert_eq!(r.counters.rda_lookup_misses, 2);
+    }
+
+    /// A cache filed in bulk (the control thread's merged epochs) is retained as the sorted run
+    /// it is, without the sort a table's pairs need, and answers the same look-ups.
+    #[test]
+    fn a_sorted_run_is_retained_without_a_sort_and_answers_like_a_table() {
+        let pairs: Vec<(u64, u64)> =
+            (1..=3_000u64).map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1, i)).collect();
+        let mut bulk = TimestampCache::new(4_000, 1);
+        assert!(bulk.file_sorted(&pairs, |_, _| {}));
+        let mut table = TimestampCache::new(4_000, 1);
+        for &(id, ts) in &pairs {
+            table.insert(id, ts);
+        }
+        let mut r = RetainedCaches::new(3, None, Duration::from_secs(60), u64::MAX);
+        r.retain(1, 1, &bulk);
+        r.retain(1, 2, &table);
+        assert!(r.caches[&(1, 1)].sorted, "a run needs no sort");
+        assert!(!r.caches[&(1, 2)].sorted, "a table's pairs are sorted at the first look-up");
+        let ids: Vec<u64> = pairs.iter().step_by(7).map(|p| p.0).chain([2, 4, u64::MAX]).collect();
+        let want: Vec<Option<u64>> =
+            ids.iter().map(|id| pairs.iter().find(|p| p.0 == *id).map(|p| p.1)).collect();
+        for epoch in [1, 2] {
+            assert_eq!(
+                r.lookup(&CacheRef { point: 3, segment: 1, epoch }, &ids),
+                (LookupStatus::Ok, want.clone())
+            );
+        }
     }
 
     #[test]

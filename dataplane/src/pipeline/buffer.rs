@@ -76,6 +76,10 @@ macro_rules! define_buffer {
                 Ok(())
             }
 
+            fn settle(&mut self) {
+                $(if let Some(s) = &mut self.$t { s.settle(); })*
+            }
+
             /// [`Synopsis::locate`] of every enabled synopsis, into `at`.
             #[inline(always)]
             pub(crate) fn locate(&self, obs: &Observation<'_>, at: &mut Locations, hint: &mut impl FnMut(*const u8)) {
@@ -144,6 +148,12 @@ macro_rules! define_buffer {
                 self.reverse.merge_from(&other.reverse)?;
                 $(merge_opt(&mut self.$o, &other.$o)?;)*
                 Ok(())
+            }
+
+            fn settle(&mut self) {
+                self.forward.settle();
+                self.reverse.settle();
+                $(if let Some(s) = &mut self.$o { s.settle(); })*
             }
         }
     };

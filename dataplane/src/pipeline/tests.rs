@@ -112,6 +112,7 @@ fn run(set: &SynopsisSet, packets: &[(usize, u64, Vec<u8>)], workers: usize, epo
         for s in per_worker.into_iter().flatten() {
             acc.merge_from(&s).unwrap();
         }
+        acc.settle();
         merged.insert(epoch, acc);
     }
     merged
@@ -283,10 +284,12 @@ fn staged_bursts_equal_packet_by_packet_processing() {
     p.finish();
     assert!(hints > 0);
     let mut got = Merged::new();
-    // Merged into an empty buffer, as the control thread harvests (RDA files its log there).
+    // Merged into an empty buffer and settled, as the control thread harvests (RDA files its
+    // log there).
     while let Some(f) = link.pop_full() {
         let mut acc = template.clone();
         acc.merge_from(&f.buffer).unwrap();
+        acc.settle();
         got.insert(f.epoch, acc);
     }
     assert_eq!(got.keys().collect::<Vec<_>>(), by_packet.keys().collect::<Vec<_>>());

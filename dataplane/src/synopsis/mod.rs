@@ -229,8 +229,14 @@ pub trait Synopsis: Sized + Send {
         self.update(carry, obs);
     }
 
-    /// Adds `other` (a shard of the same configuration) into `self`.
+    /// Adds `other` (a shard of the same configuration) into `self`. A synopsis may defer part
+    /// of the work to [`Synopsis::settle`].
     fn merge(&mut self, other: &Self) -> Result<(), MergeError>;
+
+    /// Finishes what merges deferred (RDA files the appended logs at once), so the value is
+    /// ready to encode or estimate. Called once an epoch's shards are all merged; idempotent.
+    /// Control thread (may allocate). Nothing to do by default.
+    fn settle(&mut self) {}
 
     /// Back to the state of [`Synopsis::new`], keeping the allocation.
     fn reset(&mut self);

@@ -1,13 +1,20 @@
 //! The per-epoch ID → timestamp cache each point keeps (spec §3.2, §6.4), and the
 //! [`TimestampSource`] look-up the reconciliation needs from the other point.
 //!
-//! An open-addressing table (linear probing, power-of-two slots, load ≤ 3/4), allocated whole
-//! by the first insert and kept across [`TimestampCache::clear`]: later inserts never
-//! allocate; beyond `capacity` distinct ids an insert answers [`CacheInsert::Full`] and the
-//! caller counts the packet. (Allocated on first use because a worker's shard never inserts:
-//! workers log packets, [`super::log::PacketLog`], and the control thread files them into the
-//! merged cache; an unused table in every buffer of every worker's ring would be wasted
-//! memory.) Id 0 marks an empty slot (packet ids are never 0, see `banks::packet_id`).
+//! Two representations, one at a time:
+//! - an open-addressing table (linear probing, power-of-two slots, load ≤ 3/4), for ids inserted
+//!   one by one ([`TimestampCache::insert`], the direct path). It is allocated whole by the first
+//!   insert and kept across [`TimestampCache::clear`]: later inserts never allocate; beyond
+//!   `capacity` distinct ids an insert answers [`CacheInsert::Full`] and the caller counts the
+//!   packet. (Allocated on first use because a worker's shard never inserts: workers log
+//!   packets, [`super::log::PacketLog`]; an unused table in every buffer of every worker's ring
+//!   would be wasted memory.) Id 0 marks an empty slot (packet ids are never 0, see
+//!   `banks::packet_id`).
+//! - a run sorted by id, for a whole epoch's logs filed at once into an empty cache
+//!   ([`TimestampCache::file_sorted`], the control thread's path; see [`super::sorted`] for
+//!   why). Look-ups binary-search it, and a retained copy needs no sort
+//!   ([`TimestampCache::sorted_pairs`]). An insert into a non-empty run first moves the run
+//!   into the table, so the two paths hold the same set.
 //!
 //! A repeated id is a duplicate (P14) and is **excluded**: its slot keeps the id but its
 //! timestamp becomes [`EXCLUDED`], so every later copy is recognised too, and look-ups answer
@@ -21,6 +28,7 @@
 //! and arrival order still do not matter.
 //! No I/O; the hot path neither allocates nor panics.
 
+use super::sorted::sort_by_id;
 use crate::synopsis::hash::mix64;
 
 /// The timestamp a look-up answers for an id this point saw more than once in the epoch (and
@@ -65,11 +73,18 @@ pub trait TimestampSource {
     fn lookup(&self, ids: &[u64], out: &mut Vec<Option<u64>>);
 }
 
-/// Fixed-capacity open-addressing map from packet id to the timestamp (ns) this point saw it.
+/// Fixed-capacity map from packet id to the timestamp (ns) this point saw it: an
+/// open-addressing table, or a sorted run (module docs).
 #[derive(Clone, Debug)]
 pub struct TimestampCache {
-    /// Empty until the first insert, then `mask + 1` slots.
+    /// Empty until the first insert, then `mask + 1` slots. Holds no id while `run_len > 0`.
     slots: Vec<Slot>,
+    /// `run[..run_len]`: the ids filed in bulk, sorted, one pair per distinct id (a repeated
+    /// id once, as [`EXCLUDED`]). The buffer only grows; its tail is stale.
+    run: Vec<(u64, u64)>,
+    run_len: usize,
+    /// The sort's per-bucket scratch (kept, like `run`, so a later epoch does not allocate).
+    scratch: Vec<(u64, u64)>,
     mask: usize,
     key: u64,
     capacity: usize,
@@ -86,7 +101,17 @@ impl TimestampCache {
         let capacity = capacity.max(1);
         let want = capacity.saturating_add(capacity / 3).saturating_add(1);
         let n = want.checked_next_power_of_two().unwrap_or(1 << 62).max(2);
-        Self { slots: Vec::new(), mask: n - 1, key: mix64(seed), capacity, len: 0, excluded: 0 }
+        Self {
+            slots: Vec::new(),
+            run: Vec::new(),
+            run_len: 0,
+            scratch: Vec::new(),
+            mask: n - 1,
+            key: mix64(seed),
+            capacity,
+            len: 0,
+            excluded: 0,
+        }
     }
 
     /// The most ids this cache holds.
@@ -109,7 +134,8 @@ impl TimestampCache {
         self.len == 0
     }
 
-    /// Bytes of the slot table (whether or not it is allocated yet).
+    /// Bytes of the slot table (whether or not it is allocated yet; the bulk path's sorted run
+    /// needs 16 B per id instead, [`super::RdaConfig::shard_bytes`]).
     pub fn table_bytes(&self) -> usize {
         (self.mask + 1) * std::mem::size_of::<Slot>()
     }
@@ -126,10 +152,13 @@ impl TimestampCache {
     }
 
     /// Caches `id` (≠ 0) seen at `ts_ns`; a repeat excludes it. Allocates the table on the
-    /// first call only.
+    /// first call only (and moves a sorted run into it: the one-by-one path needs the table).
     #[inline]
     pub fn insert(&mut self, id: u64, ts_ns: u64) -> CacheInsert {
         self.reserve();
+        if self.run_len > 0 {
+            self.spill_run();
+        }
         let mut i = self.home(id);
         // The table always has an empty slot (load ≤ 3/4), so the probe ends; the bound only
         // guards against a corrupted table.
@@ -171,11 +200,80 @@ impl TimestampCache {
         self.slots = vec![Slot::default(); self.mask + 1];
     }
 
+    /// Moves the sorted run into the (empty, allocated) table; `len` and `excluded` stay.
+    #[cold]
+    #[inline(never)]
+    fn spill_run(&mut self) {
+        let run = std::mem::take(&mut self.run);
+        for &(id, ts_ns) in run.get(..self.run_len).unwrap_or_default() {
+            let mut i = self.home(id);
+            for _ in 0..self.slots.len() {
+                let Some(s) = self.slots.get_mut(i) else { break };
+                if s.id == 0 {
+                    *s = Slot { id, ts_ns };
+                    break;
+                }
+                i = (i + 1) & self.mask;
+            }
+        }
+        self.run = run;
+        self.run_len = 0;
+    }
+
+    /// Files a batch of (id ≠ 0, timestamp) pairs into this **empty** cache at once, as a sorted
+    /// run: the set equals inserting them one by one in any order (every copy of an id given
+    /// more than once ends excluded). `on_repeat(id, copies)` is called once per such id with
+    /// all its pairs, for the caller to take them out of whatever else holds them. Refused
+    /// (false, nothing filed) when the cache is not empty or `pairs` outnumber the capacity:
+    /// there the order decides which ids do not fit, and the caller must insert one by one.
+    pub fn file_sorted(
+        &mut self,
+        pairs: &[(u64, u64)],
+        mut on_repeat: impl FnMut(u64, &[(u64, u64)]),
+    ) -> bool {
+        if self.len > 0 || pairs.len() > self.capacity {
+            return false;
+        }
+        sort_by_id(pairs, &mut self.run, &mut self.scratch);
+        let Some(sorted) = self.run.get_mut(..pairs.len()) else { return false };
+        let (mut read, mut write, mut excluded) = (0, 0, 0);
+        while let Some(&(id, ts_ns)) = sorted.get(read) {
+            let end =
+                read + sorted.get(read..).map_or(1, |rest| rest.iter().take_while(|p| p.0 == id).count());
+            let ts_ns = if end - read > 1 {
+                on_repeat(id, sorted.get(read..end).unwrap_or_default());
+                EXCLUDED
+            } else {
+                ts_ns
+            };
+            excluded += usize::from(ts_ns == EXCLUDED);
+            if let Some(slot) = sorted.get_mut(write) {
+                *slot = (id, ts_ns);
+            }
+            write += 1;
+            read = end;
+        }
+        self.run_len = write;
+        self.len = write;
+        self.excluded = excluded;
+        true
+    }
+
+    /// The pairs sorted by id when the cache holds them as a sorted run (or holds nothing):
+    /// a retained copy then needs no sort. `None` when they are in the table.
+    pub fn sorted_pairs(&self) -> Option<&[(u64, u64)]> {
+        if self.run_len > 0 || self.len == 0 { self.run.get(..self.run_len) } else { None }
+    }
+
     /// The timestamp cached for `id` ([`EXCLUDED`] for an id seen more than once).
     #[inline]
     pub fn get(&self, id: u64) -> Option<u64> {
         if id == 0 {
             return None;
+        }
+        if self.run_len > 0 {
+            let run = self.run.get(..self.run_len)?;
+            return run.binary_search_by_key(&id, |p| p.0).ok().and_then(|i| run.get(i)).map(|p| p.1);
         }
         let mut i = self.home(id);
         for _ in 0..self.slots.len() {
@@ -196,10 +294,11 @@ impl TimestampCache {
         self.get(id).is_some()
     }
 
-    /// Every (id, timestamp) pair, in table order, excluded ids included (timestamp
+    /// Every (id, timestamp) pair, in table or run order, excluded ids included (timestamp
     /// [`EXCLUDED`]): what an export or a merge must carry.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.slots.iter().filter(|s| s.id != 0).map(|s| (s.id, s.ts_ns))
+        let run = self.run.get(..self.run_len).unwrap_or_default();
+        run.iter().copied().chain(self.slots.iter().filter(|s| s.id != 0).map(|s| (s.id, s.ts_ns)))
     }
 
     /// The (id, timestamp) pairs of the ids seen once: the set the banks hold.
@@ -209,11 +308,14 @@ impl TimestampCache {
 
     /// Forgets every id, keeping the allocation.
     pub fn clear(&mut self) {
-        if self.len > 0 {
+        if self.run_len > 0 {
+            // The table holds nothing while the run does.
+            self.run_len = 0;
+        } else if self.len > 0 {
             self.slots.fill(Slot::default());
-            self.len = 0;
-            self.excluded = 0;
         }
+        self.len = 0;
+        self.excluded = 0;
     }
 }
 
@@ -279,6 +381,53 @@ mod tests {
         }
         assert_eq!(c.get(3), None);
         assert!(c.table_bytes() >= 1000 * 16 * 4 / 3);
+    }
+
+    /// The bulk path holds the set the one-by-one path holds (repeats excluded, counted once
+    /// per id), answers the same look-ups, and an insert afterwards moves the run into the
+    /// table without losing or duplicating an id.
+    #[test]
+    fn a_sorted_run_holds_what_inserting_one_by_one_holds() {
+        let mut pairs: Vec<(u64, u64)> =
+            (1..=500u64).map(|i| (i.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1, i)).collect();
+        pairs.extend([(pairs[3].0, 7), (pairs[9].0, 8), (pairs[3].0, 9)]);
+        let mut one_by_one = TimestampCache::new(600, 5);
+        for &(id, ts) in &pairs {
+            one_by_one.insert(id, ts);
+        }
+        let mut bulk = TimestampCache::new(600, 5);
+        let mut repeats = Vec::new();
+        assert!(bulk.file_sorted(&pairs, |id, copies| repeats.push((id, copies.len()))));
+        repeats.sort_unstable();
+        let mut want = vec![(pairs[3].0, 3), (pairs[9].0, 2)];
+        want.sort_unstable();
+        assert_eq!(repeats, want);
+        assert_eq!(bulk, one_by_one);
+        assert_eq!((bulk.len(), bulk.excluded()), (500, 2));
+        assert_eq!(bulk.get(pairs[3].0), Some(EXCLUDED));
+        assert_eq!(bulk.get(pairs[100].0), Some(101));
+        assert_eq!(bulk.get(2), None);
+        let run = bulk.sorted_pairs().expect("a run");
+        assert!(run.windows(2).all(|w| w[0].0 < w[1].0) && run.len() == 500);
+        assert!(one_by_one.sorted_pairs().is_none(), "a table is not sorted");
+        assert!(!bulk.file_sorted(&pairs, |_, _| {}), "only into an empty cache");
+        // An insert after the run: the run moves into the table.
+        assert_eq!(bulk.insert(pairs[100].0, 1), CacheInsert::Duplicate { previous_ts_ns: 101 });
+        assert_eq!(one_by_one.insert(pairs[100].0, 1), CacheInsert::Duplicate { previous_ts_ns: 101 });
+        assert_eq!(bulk.insert(3, 3), CacheInsert::Inserted);
+        one_by_one.insert(3, 3);
+        assert_eq!(bulk, one_by_one);
+        assert!(bulk.sorted_pairs().is_none());
+        bulk.clear();
+        assert!(bulk.is_empty() && bulk.iter().next().is_none() && bulk.get(3).is_none());
+        assert_eq!(bulk.sorted_pairs(), Some(&[][..]));
+        // A run again after a table epoch, and no more pairs than the capacity.
+        assert!(bulk.file_sorted(&pairs[..20], |_, _| {}));
+        assert_eq!(bulk.iter().count(), 20);
+        bulk.clear();
+        let too_many: Vec<(u64, u64)> = (1..=601u64).map(|i| (i, i)).collect();
+        assert!(!bulk.file_sorted(&too_many, |_, _| {}));
+        assert!(bulk.is_empty());
     }
 
     #[test]

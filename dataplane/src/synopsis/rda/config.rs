@@ -177,14 +177,17 @@ impl RdaConfig {
     }
 
     /// Most bytes one buffer uses: the cache's slot table (16 B per slot, the next power of
-    /// two ≥ 4/3 · capacity; allocated by the first insert, so in merged and retained
-    /// epochs) plus, online, the k·m buckets (24 B each). A worker's shard fills a log of
-    /// 16 B per packet instead, at most `capacity` packets, which is less than the table.
+    /// two ≥ 4/3 · capacity; allocated by the first one-by-one insert) or, for an epoch whose
+    /// workers' logs a merge appended and `settle` filed in bulk (the control thread's merged
+    /// epochs), the appended log and the sorted run (16 B per packet each, at most `capacity`
+    /// packets), whichever is larger; plus, online, the k·m buckets (24 B each). A worker's
+    /// shard fills a log of 16 B per packet instead, at most `capacity` packets.
     pub fn shard_bytes(&self) -> u64 {
         let c = self.cache_capacity.max(1);
         let slots = (c + c / 3 + 1).checked_next_power_of_two().unwrap_or(u64::MAX / 16).max(2);
+        let cache = slots.saturating_mul(16).max(c.saturating_mul(32));
         let buckets = self.online_buckets_per_bank().map_or(0, |m| self.banks as u64 * m as u64);
-        slots.saturating_mul(16).saturating_add(buckets * 24)
+        cache.saturating_add(buckets * 24)
     }
 
     /// The same configuration with another seed.
@@ -425,8 +428,11 @@ mod tests {
             RdaConfig { std_dev: StdDevEstimator::Collapsed, ..a.clone() }.fingerprint(),
             "the σ̂ estimator is chosen by the estimating side"
         );
-        // 1,000 ids → 2,048 slots of 16 B; 2·100 buckets of 24 B.
+        // 1,000 ids → 2,048 slots of 16 B (more than a log and a run of 1,000 × 16 B); 2·100
+        // buckets of 24 B.
         assert_eq!(a.shard_bytes(), 2_048 * 16 + 200 * 24);
+        // 1,100 ids → 2,048 slots of 16 B, fewer bytes than a log and a run of 1,100 × 16 B.
+        assert_eq!(RdaConfig { cache_capacity: 1_100, ..a.clone() }.shard_bytes(), 1_100 * 32 + 200 * 24);
         let seeds = [a.bank_seed(0), a.bank_seed(1), a.cache_seed(), a.sample_seed(), a.minhash_seed()];
         for i in 0..seeds.len() {
             for j in i + 1..seeds.len() {

@@ -33,6 +33,16 @@ impl PacketLog {
         true
     }
 
+    /// Appends every entry of `more` (another shard's log, deferred by a merge), or none and
+    /// false when they do not all fit.
+    pub fn append(&mut self, more: &[(u64, u64)]) -> bool {
+        if more.len() > self.capacity - self.entries.len() {
+            return false;
+        }
+        self.entries.extend_from_slice(more);
+        true
+    }
+
     /// The logged packets, in arrival order.
     pub fn entries(&self) -> &[(u64, u64)] {
         &self.entries
@@ -79,5 +89,10 @@ mod tests {
         let before = c.entries.as_ptr();
         assert!(c.push(9, 9) && c.push(8, 8) && c.push(7, 7) && !c.push(6, 6));
         assert_eq!(c.entries.as_ptr(), before, "no reallocation");
+        let mut a = PacketLog::new(4);
+        assert!(a.push(1, 1) && a.append(&[(2, 2), (3, 3)]));
+        assert!(!a.append(&[(4, 4), (5, 5)]), "all or nothing");
+        assert!(a.append(&[(4, 4)]) && !a.append(&[(5, 5)]));
+        assert_eq!(a.entries(), &[(1, 1), (2, 2), (3, 3), (4, 4)]);
     }
 }

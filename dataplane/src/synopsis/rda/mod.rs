@@ -53,6 +53,7 @@ pub mod peel;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod sizing;
+pub mod sorted;
 pub mod wire;
 
 pub use banks::{BUCKET_BYTES, BankHash, Banks, Bucket, packet_id};
@@ -213,20 +214,39 @@ impl Rda {
 
     /// Files logged packets (whose copies are already in `self`'s banks, put there by this
     /// shard's `update_logged` or added with its banks by `merge`) into the cache, with the
-    /// direct path's duplicate and capacity rules.
+    /// direct path's duplicate and capacity rules. Into an empty cache with room for every
+    /// packet (an epoch's first filing, the control thread's case), they are sorted into a run
+    /// ([`TimestampCache::file_sorted`]): no id can be refused there, so the order does not
+    /// matter and the result is the one-by-one path's. Otherwise they are inserted one by one,
+    /// in order (which ids do not fit depends on it).
     fn file_logged(&mut self, logged: &[(u64, u64)]) {
-        // The ids are known in advance: hint the slot a few entries ahead so the misses of the
-        // (table-sized, random) probes overlap instead of following one another.
-        const AHEAD: usize = 16;
-        if !logged.is_empty() {
+        if logged.is_empty() {
+            return;
+        }
+        let (banks, counters) = (&mut self.banks, &mut self.counters);
+        let sorted = self.cache.file_sorted(logged, |id, copies| {
+            // Every copy leaves the banks; all but the first count as duplicates (as `file`).
+            counters.duplicates = counters.duplicates.saturating_add(copies.len() as u64 - 1);
+            if let Some(b) = banks {
+                for &(_, ts) in copies {
+                    if ts != EXCLUDED {
+                        b.delete(id, ts);
+                    }
+                }
+            }
+        });
+        if !sorted {
+            // The ids are known in advance: hint the slot a few entries ahead so the misses of
+            // the (table-sized, random) probes overlap instead of following one another.
+            const AHEAD: usize = 16;
             // Allocated before the first slot address is taken (a no-op once it is).
             self.cache.reserve();
-        }
-        for (i, &(id, ts)) in logged.iter().enumerate() {
-            if let Some(&(ahead, _)) = logged.get(i + AHEAD) {
-                prefetch(self.cache.slot_ptr(ahead));
+            for (i, &(id, ts)) in logged.iter().enumerate() {
+                if let Some(&(ahead, _)) = logged.get(i + AHEAD) {
+                    prefetch(self.cache.slot_ptr(ahead));
+                }
+                self.file(id, ts);
             }
-            self.file(id, ts);
         }
         self.count_cache();
     }
@@ -268,7 +288,9 @@ impl Rda {
         }
     }
 
-    /// Files this shard's own log into its cache (control thread; may allocate the cache).
+    /// Files this value's log (its own packets and those merges deferred) into its cache: due
+    /// before its counters, banks or cache are read or encoded. Control thread; may allocate
+    /// the cache.
     pub fn settle(&mut self) {
         if self.log.is_empty() {
             return;
@@ -279,7 +301,8 @@ impl Rda {
         self.log.clear();
     }
 
-    /// Packets logged by [`Rda::update_logged`] and not filed into the cache yet.
+    /// Packets logged by [`Rda::update_logged`] or deferred by `merge`, and not filed into the
+    /// cache yet ([`Rda::settle`] files them).
     pub fn logged(&self) -> usize {
         self.log.len()
     }
@@ -394,24 +417,42 @@ impl Synopsis for Rda {
     /// shards is a duplicate: every copy is deleted from the merged banks and the id stays
     /// excluded. If the union outgrows the capacity, the ids that do not fit are deleted from
     /// the merged banks and counted in `cache_full`.
+    ///
+    /// The other shard's logged packets are **appended to this value's log, not filed**: the
+    /// next [`Rda::settle`] (or [`Rda::take_cache`]) files every shard's packets at once, into a
+    /// sorted run (see [`sorted`]); filing each shard's log as it came would cost a random
+    /// table write per packet. So the counters, banks and cache of a merged value are final only
+    /// after `settle`: call it before encoding or reading them ([`Rda::logged`] says whether it
+    /// is due). Where the log has no room left, the packets are filed now instead.
     fn merge(&mut self, other: &Self) -> Result<(), MergeError> {
         self.check_same_config(other)?;
-        self.settle();
         self.counters.add(&other.counters);
         if let (Some(a), Some(b)) = (&mut self.banks, &other.banks) {
             a.add(b);
         }
-        for (id, ts) in other.cache.iter() {
-            self.file(id, ts);
+        if !other.cache.is_empty() {
+            // Filed ids come after this value's own logged packets, as they would have.
+            self.settle();
+            for (id, ts) in other.cache.iter() {
+                self.file(id, ts);
+            }
+            self.count_cache();
         }
         // The other shard's logged packets are in its banks, now added to ours.
-        self.file_logged(other.log.entries());
-        self.count_cache();
+        let logged = other.log.entries();
+        if !self.log.append(logged) {
+            self.settle();
+            self.file_logged(logged);
+        }
         if other.signature.is_some() || self.signature.is_some() {
             // Signatures of decoded values cannot be merged exactly; recompute from caches.
             self.signature = None;
         }
         Ok(())
+    }
+
+    fn settle(&mut self) {
+        Rda::settle(self);
     }
 
     fn reset(&mut self) {
@@ -424,7 +465,14 @@ impl Synopsis for Rda {
         self.signature = None;
     }
 
+    /// Of a settled value ([`Rda::settle`]): logged packets are not filed yet, so their
+    /// duplicates would still be in the banks and the counters (debug builds check).
     fn encode_body(&self, w: &mut Writer<'_>) {
+        debug_assert!(
+            self.log.is_empty(),
+            "RDA encoded with {} packets not filed: settle first",
+            self.log.len()
+        );
         wire::write_epoch_body(self, w);
     }
 

@@ -80,10 +80,10 @@ fn trait_update_equals_update_raw_and_prefetch_targets_the_table() {
     }
 }
 
-/// The worker's path (log in the shard, filed by the control thread's merge into an empty
-/// accumulator) gives exactly what the direct path gives: same banks, cache and counters, with
-/// repeated ids (earlier and later copies, on one shard and across shards), sampling, and more
-/// packets than the capacity.
+/// The worker's path (log in the shard, appended by the control thread's merges to an empty
+/// accumulator's log and filed by its `settle`) gives exactly what the direct path gives: same
+/// banks, cache and counters, with repeated ids (earlier and later copies, on one shard and
+/// across shards), sampling, and more packets than the capacity.
 #[test]
 fn logged_shards_merged_equal_the_direct_path() {
     let mut rng = 0x1234_5678_u64;
@@ -121,6 +121,11 @@ fn logged_shards_merged_equal_the_direct_path() {
                 assert_eq!(w.cache().len(), 0, "a worker never fills its cache");
                 merged.merge(w).unwrap();
             }
+            let logged: usize = workers.iter().map(Rda::logged).sum();
+            if logged as u64 <= cfg.cache_capacity {
+                assert_eq!(merged.logged(), logged, "merges defer the filing to settle");
+            }
+            merged.settle();
             assert_eq!(merged.logged(), 0);
             assert_eq!(merged.counters().seen, direct.counters().seen);
             assert_eq!(merged.counters().sampled_out, direct.counters().sampled_out);
