@@ -1,6 +1,8 @@
 //! RDA benches: per-packet update including the cache append (online and late-binding
 //! modes, L3-sized and DRAM-sized caches), decode time against the
-//! difference size d, merge, encodings and the late-binding epoch-end steps.
+//! difference size d, merge, encodings and the late-binding epoch-end steps; and a point's
+//! retention of one epoch's cache with the first look-up the peer sends for it, from a cache
+//! filed in bulk (a sorted run) and from one filled one by one (a table).
 //!
 //! Run: `cargo bench --no-default-features --bench rda`
 
@@ -155,5 +157,43 @@ fn bench_epoch_end(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_update, bench_decode, bench_epoch_end);
+/// What a point's ship does per epoch and direction with RDA's cache (issue 24): retain a copy
+/// (`RetainedCaches::retain`), answer the peer's first look-up (1 000 ids; a table's pairs
+/// are sorted by it), release it. 2^20 packets: an epoch of 10 Mpps for 100 ms. The cache is
+/// a sorted run where the control thread filed the logs in bulk (`Rda::settle`), and a table
+/// where ids were inserted one by one (the direct path, and the control thread before W17).
+fn bench_retention(c: &mut Criterion) {
+    use wirelat_control::ship::retain::RetainedCaches;
+    use wirelat_control::wire::CacheRef;
+    let mut g = c.benchmark_group("rda_retain_and_first_lookup_1M");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(1 << 20));
+    let cfg = RdaConfig::online(2, 2500, 1 << 20);
+    let ks = keys(1 << 20, 4);
+    let mut run = Rda::new(&cfg).expect("valid config");
+    let mut table = Rda::new(&cfg).expect("valid config");
+    for &(id, ts) in &ks {
+        run.update_logged(id, 0, ts);
+        table.update_raw(id, 0, ts);
+    }
+    run.settle();
+    assert!(run.cache().sorted_pairs().is_some() && table.cache().sorted_pairs().is_none());
+    let ids: Vec<u64> = ks.iter().step_by(1 << 10).map(|k| k.0).collect();
+    for (name, rda) in [("sorted_run", &run), ("table", &table)] {
+        g.bench_function(name, |b| {
+            let mut store = RetainedCaches::new(1, None, Duration::from_secs(60), u64::MAX);
+            let mut epoch = 0;
+            b.iter(|| {
+                epoch += 1;
+                store.retain(0, epoch, rda.cache());
+                let answer = store.lookup(&CacheRef { point: 1, segment: 0, epoch }, black_box(&ids));
+                store.release(0, epoch);
+                answer
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_update, bench_decode, bench_epoch_end, bench_retention);
 criterion_main!(benches);

@@ -28,7 +28,7 @@
 //! and arrival order still do not matter.
 //! No I/O; the hot path neither allocates nor panics.
 
-use super::sorted::sort_by_id;
+use super::sorted::Sorter;
 use crate::synopsis::hash::mix64;
 
 /// The timestamp a look-up answers for an id this point saw more than once in the epoch (and
@@ -83,8 +83,8 @@ pub struct TimestampCache {
     /// id once, as [`EXCLUDED`]). The buffer only grows; its tail is stale.
     run: Vec<(u64, u64)>,
     run_len: usize,
-    /// The sort's per-bucket scratch (kept, like `run`, so a later epoch does not allocate).
-    scratch: Vec<(u64, u64)>,
+    /// The sort's buffers (kept, like `run`, so a later epoch does not allocate).
+    sorter: Sorter,
     mask: usize,
     key: u64,
     capacity: usize,
@@ -105,7 +105,7 @@ impl TimestampCache {
             slots: Vec::new(),
             run: Vec::new(),
             run_len: 0,
-            scratch: Vec::new(),
+            sorter: Sorter::default(),
             mask: n - 1,
             key: mix64(seed),
             capacity,
@@ -226,36 +226,14 @@ impl TimestampCache {
     /// all its pairs, for the caller to take them out of whatever else holds them. Refused
     /// (false, nothing filed) when the cache is not empty or `pairs` outnumber the capacity:
     /// there the order decides which ids do not fit, and the caller must insert one by one.
-    pub fn file_sorted(
-        &mut self,
-        pairs: &[(u64, u64)],
-        mut on_repeat: impl FnMut(u64, &[(u64, u64)]),
-    ) -> bool {
+    pub fn file_sorted(&mut self, pairs: &[(u64, u64)], on_repeat: impl FnMut(u64, &[(u64, u64)])) -> bool {
         if self.len > 0 || pairs.len() > self.capacity {
             return false;
         }
-        sort_by_id(pairs, &mut self.run, &mut self.scratch);
-        let Some(sorted) = self.run.get_mut(..pairs.len()) else { return false };
-        let (mut read, mut write, mut excluded) = (0, 0, 0);
-        while let Some(&(id, ts_ns)) = sorted.get(read) {
-            let end =
-                read + sorted.get(read..).map_or(1, |rest| rest.iter().take_while(|p| p.0 == id).count());
-            let ts_ns = if end - read > 1 {
-                on_repeat(id, sorted.get(read..end).unwrap_or_default());
-                EXCLUDED
-            } else {
-                ts_ns
-            };
-            excluded += usize::from(ts_ns == EXCLUDED);
-            if let Some(slot) = sorted.get_mut(write) {
-                *slot = (id, ts_ns);
-            }
-            write += 1;
-            read = end;
-        }
-        self.run_len = write;
-        self.len = write;
-        self.excluded = excluded;
+        let c = self.sorter.sort_unique(pairs, &mut self.run, on_repeat);
+        self.run_len = c.distinct;
+        self.len = c.distinct;
+        self.excluded = c.excluded;
         true
     }
 

@@ -1,5 +1,6 @@
-//! Sorting a packet log by id in cache-sized steps: the bulk path by which the control thread
-//! files a whole epoch's logs into the cache ([`super::TimestampCache::file_sorted`]).
+//! Sorting a packet log by id in cache-sized steps, one pair per distinct id: the bulk path by
+//! which the control thread files a whole epoch's logs into the cache
+//! ([`super::TimestampCache::file_sorted`]).
 //!
 //! Why sort instead of inserting into the hash table: with one new id per packet, the table
 //! (2²¹ slots, 32 MiB at the default capacity) costs a random read-modify-write of a line per
@@ -10,90 +11,170 @@
 //! How: ids are well-mixed hashes (the packet layer's seeded xxh3), so their top byte spreads
 //! them evenly. One pass scatters the log by the top byte into 256 buckets of the output (256
 //! write streams: their tails stay in L1). Each bucket (≈ 64 KiB for 10⁶ packets) is then
-//! sorted while it is in L2: by the second byte into a scratch buffer, and each of those
-//! sub-buckets (≈ 15 ids) by insertion sort. A skewed bucket (crafted ids) only costs time:
-//! long sub-buckets fall back to the standard library's sort.
+//! sorted while it is in L2: by as many of the next bits as it has about ids (8 to 14) into a
+//! scratch buffer, and each of those sub-buckets (≈ 1 id) by insertion sort. A skewed bucket
+//! (crafted ids) only costs time: long sub-buckets fall back to the standard library's sort.
+//! Each sorted bucket is collapsed (one pair per id) on its way back into the output, while it
+//! is still in cache.
+
+use super::cache::EXCLUDED;
 
 /// Sub-buckets longer than this use `sort_unstable` (a skewed input; insertion sort is
 /// quadratic).
 const INSERTION_MAX: usize = 48;
 
-/// Sorts `src`'s (id, timestamp) pairs by id into `out[..src.len()]` (entries of equal ids in
-/// any order). `out` and `scratch` only grow: their stale tails are never read, so a reused
-/// buffer is not zeroed again. Control thread only (may allocate on growth).
-pub fn sort_by_id(src: &[(u64, u64)], out: &mut Vec<(u64, u64)>, scratch: &mut Vec<(u64, u64)>) {
-    let n = src.len();
-    if out.len() < n {
-        out.resize(n, (0, 0));
-    }
-    let mut starts = [0usize; 257];
-    for &(id, _) in src {
-        starts[top_byte(id) + 1] += 1;
-    }
-    for b in 0..256 {
-        starts[b + 1] += starts[b];
-    }
-    let mut next = starts;
-    for &pair in src {
-        let b = top_byte(pair.0);
-        // `next[b] < starts[b + 1] <= n <= out.len()`: the counts above place every pair.
-        if let Some(slot) = out.get_mut(next[b]) {
-            *slot = pair;
+/// Most bits of the second level: 2¹⁴ counters (128 KiB) per bucket.
+const MAX_SECOND_BITS: u32 = 14;
+
+/// What [`Sorter::sort_unique`] left in its output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Collapsed {
+    /// Distinct ids: `out[..distinct]` holds one pair each, sorted.
+    pub distinct: usize,
+    /// Of those, ids given more than once (their pair's timestamp is [`EXCLUDED`]).
+    pub excluded: usize,
+}
+
+/// The buffers of [`Sorter::sort_unique`], kept so a later epoch's sort does not allocate.
+#[derive(Clone, Debug, Default)]
+pub struct Sorter {
+    /// One bucket's pairs, sorted.
+    scratch: Vec<(u64, u64)>,
+    /// The second level's counters.
+    counts: Vec<usize>,
+}
+
+impl Sorter {
+    /// Sorts `src`'s (id, timestamp) pairs by id into `out`, one pair per distinct id: an id
+    /// given more than once becomes one pair with the timestamp [`EXCLUDED`] (an id given once
+    /// as [`EXCLUDED`] stays so), after `on_repeat(id, copies)` saw all its pairs. Each bucket
+    /// is collapsed while it is still in cache, not in another pass over `out`. `out` and the
+    /// sorter's buffers only grow: their stale tails are never read, so a reused buffer is not
+    /// zeroed again. Control thread only (may allocate on growth).
+    pub fn sort_unique(
+        &mut self,
+        src: &[(u64, u64)],
+        out: &mut Vec<(u64, u64)>,
+        mut on_repeat: impl FnMut(u64, &[(u64, u64)]),
+    ) -> Collapsed {
+        let n = src.len();
+        if out.len() < n {
+            out.resize(n, (0, 0));
         }
-        next[b] += 1;
-    }
-    for b in 0..256 {
-        if let Some(bucket) = out.get_mut(starts[b]..starts[b + 1]) {
-            sort_bucket(bucket, scratch);
+        let mut starts = [0usize; 257];
+        for &(id, _) in src {
+            starts[top_byte(id) + 1] += 1;
         }
+        for b in 0..256 {
+            starts[b + 1] += starts[b];
+        }
+        let mut next = starts;
+        for &pair in src {
+            let b = top_byte(pair.0);
+            // `next[b] < starts[b + 1] <= n <= out.len()`: the counts above place every pair.
+            if let Some(slot) = out.get_mut(next[b]) {
+                *slot = pair;
+            }
+            next[b] += 1;
+        }
+        let mut collapsed = Collapsed::default();
+        for b in 0..256 {
+            let len = starts[b + 1] - starts[b];
+            if let Some(bucket) = out.get(starts[b]..starts[b + 1]) {
+                self.sort_bucket(bucket);
+            }
+            // The write position never passes the bucket just read: collapsing only shrinks.
+            if let Some(sorted) = self.scratch.get(..len) {
+                collapse(sorted, out, &mut collapsed, &mut on_repeat);
+            }
+        }
+        collapsed
+    }
+
+    /// Sorts one top-byte bucket (all ids share their top byte) into `scratch[..len]`: by as
+    /// many of the next bits as make the sub-buckets about one pair long, so the insertion
+    /// sorts that finish them rarely branch the wrong way.
+    fn sort_bucket(&mut self, bucket: &[(u64, u64)]) {
+        let len = bucket.len();
+        if self.scratch.len() < len {
+            self.scratch.resize(len, (0, 0));
+        }
+        let Some(tmp) = self.scratch.get_mut(..len) else { return };
+        if len <= INSERTION_MAX {
+            tmp.copy_from_slice(bucket);
+            insertion_sort(tmp);
+            return;
+        }
+        let bits = (usize::BITS - len.leading_zeros()).clamp(8, MAX_SECOND_BITS);
+        let shift = 56 - bits;
+        let mask = (1usize << bits) - 1;
+        let key = |id: u64| ((id >> shift) as usize) & mask;
+        let counts = &mut self.counts;
+        counts.clear();
+        counts.resize(mask + 2, 0);
+        for &(id, _) in bucket {
+            if let Some(c) = counts.get_mut(key(id) + 1) {
+                *c += 1;
+            }
+        }
+        for k in 0..=mask {
+            counts[k + 1] += counts[k];
+        }
+        // counts[k]: where sub-bucket k starts; advanced past it by the scatter, it then ends
+        // there, and sub-bucket k spans counts[k - 1]..counts[k].
+        for &pair in bucket {
+            if let Some(c) = counts.get_mut(key(pair.0)) {
+                if let Some(slot) = tmp.get_mut(*c) {
+                    *slot = pair;
+                }
+                *c += 1;
+            }
+        }
+        let mut begin = 0;
+        for &end in counts.iter().take(mask + 1) {
+            if let Some(sub) = tmp.get_mut(begin..end) {
+                if sub.len() <= INSERTION_MAX {
+                    insertion_sort(sub);
+                } else {
+                    sub.sort_unstable_by_key(|p| p.0);
+                }
+            }
+            begin = end;
+        }
+    }
+}
+
+/// Appends `sorted`'s pairs to `out[collapsed.distinct..]`, one per distinct id.
+fn collapse(
+    sorted: &[(u64, u64)],
+    out: &mut [(u64, u64)],
+    collapsed: &mut Collapsed,
+    on_repeat: &mut impl FnMut(u64, &[(u64, u64)]),
+) {
+    let mut read = 0;
+    while let Some(&(id, ts_ns)) = sorted.get(read) {
+        let mut end = read + 1;
+        while sorted.get(end).is_some_and(|p| p.0 == id) {
+            end += 1;
+        }
+        let ts_ns = if end - read > 1 {
+            on_repeat(id, sorted.get(read..end).unwrap_or_default());
+            EXCLUDED
+        } else {
+            ts_ns
+        };
+        collapsed.excluded += usize::from(ts_ns == EXCLUDED);
+        if let Some(slot) = out.get_mut(collapsed.distinct) {
+            *slot = (id, ts_ns);
+        }
+        collapsed.distinct += 1;
+        read = end;
     }
 }
 
 #[inline(always)]
 fn top_byte(id: u64) -> usize {
     (id >> 56) as usize
-}
-
-#[inline(always)]
-fn second_byte(id: u64) -> usize {
-    ((id >> 48) & 0xff) as usize
-}
-
-/// Sorts one top-byte bucket (all ids share their top byte).
-fn sort_bucket(bucket: &mut [(u64, u64)], scratch: &mut Vec<(u64, u64)>) {
-    if bucket.len() <= INSERTION_MAX {
-        insertion_sort(bucket);
-        return;
-    }
-    if scratch.len() < bucket.len() {
-        scratch.resize(bucket.len(), (0, 0));
-    }
-    let Some(tmp) = scratch.get_mut(..bucket.len()) else { return };
-    let mut starts = [0usize; 257];
-    for &(id, _) in bucket.iter() {
-        starts[second_byte(id) + 1] += 1;
-    }
-    for b in 0..256 {
-        starts[b + 1] += starts[b];
-    }
-    let mut next = starts;
-    for &pair in bucket.iter() {
-        let b = second_byte(pair.0);
-        if let Some(slot) = tmp.get_mut(next[b]) {
-            *slot = pair;
-        }
-        next[b] += 1;
-    }
-    for b in 0..256 {
-        if let Some(sub) = tmp.get_mut(starts[b]..starts[b + 1]) {
-            if sub.len() <= INSERTION_MAX {
-                insertion_sort(sub);
-            } else {
-                sub.sort_unstable_by_key(|p| p.0);
-            }
-        }
-    }
-    bucket.copy_from_slice(tmp);
 }
 
 fn insertion_sort(v: &mut [(u64, u64)]) {
@@ -113,15 +194,39 @@ mod tests {
     use super::*;
     use crate::synopsis::hash::mix64;
 
+    /// Checks `sort_unique` against a std sort and a count of each id's copies.
     fn check(src: &[(u64, u64)]) {
-        let (mut out, mut scratch) = (Vec::new(), Vec::new());
-        sort_by_id(src, &mut out, &mut scratch);
-        let got = &out[..src.len()];
-        assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "sorted by id");
-        let (mut a, mut b) = (src.to_vec(), got.to_vec());
-        a.sort_unstable();
-        b.sort_unstable();
-        assert_eq!(a, b, "the same pairs");
+        let mut out = Vec::new();
+        let mut repeats = Vec::new();
+        let c = Sorter::default().sort_unique(src, &mut out, |id, copies| {
+            assert!(copies.iter().all(|p| p.0 == id));
+            repeats.push((id, copies.len()));
+        });
+        let got = &out[..c.distinct];
+        assert!(got.windows(2).all(|w| w[0].0 < w[1].0), "sorted, one pair per id");
+        let mut want: Vec<(u64, u64)> = src.to_vec();
+        want.sort_unstable();
+        let mut copies: Vec<(u64, usize)> = Vec::new();
+        let mut pairs: Vec<(u64, u64)> = Vec::new();
+        for &(id, ts) in &want {
+            match copies.last_mut() {
+                Some((last, n)) if *last == id => {
+                    *n += 1;
+                    if let Some(p) = pairs.last_mut() {
+                        p.1 = EXCLUDED;
+                    }
+                }
+                _ => {
+                    copies.push((id, 1));
+                    pairs.push((id, ts));
+                }
+            }
+        }
+        assert_eq!(got, &pairs[..]);
+        copies.retain(|&(_, n)| n > 1);
+        repeats.sort_unstable();
+        assert_eq!(repeats, copies);
+        assert_eq!(c.excluded, pairs.iter().filter(|p| p.1 == EXCLUDED).count());
     }
 
     #[test]
@@ -134,10 +239,10 @@ mod tests {
 
     #[test]
     fn skewed_ids_still_sort() {
-        // One top byte, one second byte: every id in a single sub-bucket (the fallback sort),
-        // and one top byte with small ids (the insertion sorts).
+        // The top 22 bits equal: every id in one sub-bucket (the fallback sort); and one top
+        // byte with small ids (the insertion sorts).
         let one_sub: Vec<(u64, u64)> =
-            (0..3_000u64).map(|i| (0xab00_0000_0000_0000 | mix64(i) >> 16, i)).collect();
+            (0..3_000u64).map(|i| (0xabcd_ec00_0000_0000 | mix64(i) >> 22, i)).collect();
         check(&one_sub);
         let small: Vec<(u64, u64)> = (0..3_000u64).map(|i| ((3_000 - i) * 7, i)).collect();
         check(&small);
@@ -145,13 +250,14 @@ mod tests {
 
     #[test]
     fn reused_buffers_with_stale_tails_sort_the_new_input_only() {
-        let (mut out, mut scratch) = (Vec::new(), Vec::new());
+        let (mut out, mut sorter) = (Vec::new(), Sorter::default());
         let big: Vec<(u64, u64)> = (1..=20_000u64).map(|i| (mix64(i), i)).collect();
-        sort_by_id(&big, &mut out, &mut scratch);
+        sorter.sort_unique(&big, &mut out, |_, _| {});
         let small: Vec<(u64, u64)> = (1..=500u64).map(|i| (mix64(i + 1_000_000), i)).collect();
-        sort_by_id(&small, &mut out, &mut scratch);
+        let c = sorter.sort_unique(&small, &mut out, |_, _| {});
         let mut want = small.clone();
         want.sort_unstable();
+        assert_eq!(c, Collapsed { distinct: 500, excluded: 0 });
         assert_eq!(&out[..500], &want[..]);
     }
 }
