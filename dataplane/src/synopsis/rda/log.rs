@@ -3,9 +3,10 @@
 //! Why a log and not the cache itself: with one new id per packet, inserting into the
 //! ID → timestamp hash table ([`super::TimestampCache`], tens of MB for a 100-ms epoch at line
 //! rate) is a cache and TLB miss per packet that no prefetch hides well; appending to a log is
-//! a sequential store. The control thread files the log into the cache when it merges the
-//! worker's shard ([`super::Rda::merge`]), with the same duplicate and capacity rules the
-//! direct path applies per packet, so the merged result is the same.
+//! a sequential store. The control thread's merge appends the worker's log to the merged
+//! epoch's ([`super::Rda::merge`]), and its settle files them all into the cache
+//! ([`super::Rda::settle`]) with the same duplicate and capacity rules the direct path applies
+//! per packet, so the merged result is the same.
 
 /// A fixed-capacity append-only log. The capacity is reserved up front and never grown: a
 /// push past it is refused, so the hot path never allocates.

@@ -24,15 +24,17 @@
 //!    ([`Synopsis::update`], the direct path, files each packet into the cache at once; tests,
 //!    simulations and tools use it.)
 //! 2. The control thread [`Synopsis::merge`]s the shards into an empty accumulator: buckets
-//!    add, and every logged packet is filed into the accumulator's cache with the direct
+//!    add, and each shard's log is appended to the accumulator's. Once every shard is in,
+//!    [`Rda::settle`] files the logged packets into the accumulator's cache with the direct
 //!    path's rules (an id already cached is a duplicate: every copy of it is taken out of the
 //!    banks and the id stays in the cache as excluded; past the capacity the packet is taken
-//!    out and counted in `cache_full`), so the result equals the direct path's. It then
-//!    ships [`Synopsis::encode`] (online: counters + bucket array; late binding: counters +
-//!    MinHash signature, computed from the cache). The cache is not part of that encoding:
-//!    the control thread copies its pairs ([`Rda::cache`]; the accumulator keeps its table for
-//!    the next epoch) and keeps them for a retention time to answer the peer's look-ups
-//!    ([`TimestampSource`]); [`Rda::take_cache`] moves the table out instead, where the
+//!    out and counted in `cache_full`), so the result equals the direct path's; into an empty
+//!    cache it sorts them into a run at once ([`sorted`]) instead of one table insert per
+//!    packet. It then ships [`Synopsis::encode`] (online: counters + bucket array; late
+//!    binding: counters + MinHash signature, computed from the cache). The cache is not part of that encoding:
+//!    the control thread copies its pairs ([`Rda::cache`]; the accumulator keeps its buffers
+//!    for the next epoch) and keeps them for a retention time to answer the peer's look-ups
+//!    ([`TimestampSource`]); [`Rda::take_cache`] moves the cache out instead, where the
 //!    caller keeps it whole. It may be exported with [`wire::encode_cache`].
 //! 3. Late binding only: the decoder picks m from both signatures ([`late::choose_buckets`]),
 //!    each point builds and ships its banks from its retained cache ([`banks_from_cache`] or
