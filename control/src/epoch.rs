@@ -194,10 +194,11 @@ mod tests {
     }
 
     #[test]
-    fn shards_merge_in_worker_order_whatever_order_they_arrive_in() {
-        /// Remembers the order shards were merged in.
+    fn shards_merge_in_worker_order_whatever_order_they_arrive_in_then_settle_once() {
+        /// Remembers the order shards were merged in, and marks each settle with `SETTLED`.
         #[derive(Default, Debug, Clone, PartialEq)]
         struct Order(Vec<u64>);
+        const SETTLED: u64 = 99;
         impl EpochBuffer for Order {
             fn reset(&mut self) {
                 self.0.clear();
@@ -205,6 +206,9 @@ mod tests {
             fn merge_from(&mut self, o: &Self) -> Result<(), MergeError> {
                 self.0.extend_from_slice(&o.0);
                 Ok(())
+            }
+            fn settle(&mut self) {
+                self.0.push(SETTLED);
             }
         }
         let clock = EpochClock::new(10).unwrap();
@@ -224,7 +228,8 @@ mod tests {
         w1.finish();
         assert!(!h.done(), "the last buffers are not harvested yet");
         h.poll(|e| seen.push((e.epoch, e.merged.0.clone()))).unwrap();
-        assert_eq!(seen, vec![(0, vec![0, 1]), (1, vec![1])]);
+        // Settled once per epoch, after its last shard and before it is emitted.
+        assert_eq!(seen, vec![(0, vec![0, 1, SETTLED]), (1, vec![1, SETTLED])]);
         assert!(h.done());
         assert_eq!(h.passed(), Some(u64::MAX), "every worker finished");
     }
