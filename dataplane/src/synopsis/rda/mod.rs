@@ -31,11 +31,11 @@
 //!    out and counted in `cache_full`), so the result equals the direct path's; into an empty
 //!    cache it sorts them into a run at once ([`sorted`]) instead of one table insert per
 //!    packet. It then ships [`Synopsis::encode`] (online: counters + bucket array; late
-//!    binding: counters + MinHash signature, computed from the cache). The cache is not part of that encoding:
-//!    the control thread copies its pairs ([`Rda::cache`]; the accumulator keeps its buffers
-//!    for the next epoch) and keeps them for a retention time to answer the peer's look-ups
-//!    ([`TimestampSource`]); [`Rda::take_cache`] moves the cache out instead, where the
-//!    caller keeps it whole. It may be exported with [`wire::encode_cache`].
+//!    binding: counters + MinHash signature, computed from the cache). The cache is not part
+//!    of that encoding: the control thread copies its pairs ([`Rda::cache`]; the accumulator
+//!    keeps its buffers for the next epoch) and keeps them for a retention time to answer the
+//!    peer's look-ups ([`TimestampSource`]); [`Rda::take_cache`] moves the cache out instead,
+//!    where the caller keeps it whole. It may be exported with [`wire::encode_cache`].
 //! 3. Late binding only: the decoder picks m from both signatures ([`late::choose_buckets`]),
 //!    each point builds and ships its banks from its retained cache ([`banks_from_cache`] or
 //!    [`Rda::bind`], [`wire::encode_banks`]), and an incomplete decode is retried with 2m
