@@ -77,12 +77,12 @@ pub trait TimestampSource {
 /// open-addressing table, or a sorted run (module docs).
 #[derive(Clone, Debug)]
 pub struct TimestampCache {
-    /// Empty until the first insert, then `mask + 1` slots. Holds no id while `run_len > 0`.
+    /// Empty until the first insert, then `mask + 1` slots. Holds no id while `in_run`.
     slots: Vec<Slot>,
-    /// `run[..run_len]`: the ids filed in bulk, sorted, one pair per distinct id (a repeated
-    /// id once, as [`EXCLUDED`]). The buffer only grows; its tail is stale.
+    /// `run[..len]` while `in_run`: the ids filed in bulk, sorted, one pair per distinct id (a
+    /// repeated id once, as [`EXCLUDED`]). The buffer only grows; its tail is stale.
     run: Vec<(u64, u64)>,
-    run_len: usize,
+    in_run: bool,
     /// The sort's buffers (kept, like `run`, so a later epoch does not allocate).
     sorter: Sorter,
     mask: usize,
@@ -104,7 +104,7 @@ impl TimestampCache {
         Self {
             slots: Vec::new(),
             run: Vec::new(),
-            run_len: 0,
+            in_run: false,
             sorter: Sorter::default(),
             mask: n - 1,
             key: mix64(seed),
@@ -156,7 +156,7 @@ impl TimestampCache {
     #[inline]
     pub fn insert(&mut self, id: u64, ts_ns: u64) -> CacheInsert {
         self.reserve();
-        if self.run_len > 0 {
+        if self.in_run {
             self.spill_run();
         }
         let mut i = self.home(id);
@@ -205,7 +205,7 @@ impl TimestampCache {
     #[inline(never)]
     fn spill_run(&mut self) {
         let run = std::mem::take(&mut self.run);
-        for &(id, ts_ns) in run.get(..self.run_len).unwrap_or_default() {
+        for &(id, ts_ns) in run.get(..self.len).unwrap_or_default() {
             let mut i = self.home(id);
             for _ in 0..self.slots.len() {
                 let Some(s) = self.slots.get_mut(i) else { break };
@@ -217,7 +217,7 @@ impl TimestampCache {
             }
         }
         self.run = run;
-        self.run_len = 0;
+        self.in_run = false;
     }
 
     /// Files a batch of (id ≠ 0, timestamp) pairs into this **empty** cache at once, as a sorted
@@ -231,7 +231,7 @@ impl TimestampCache {
             return false;
         }
         let c = self.sorter.sort_unique(pairs, &mut self.run, on_repeat);
-        self.run_len = c.distinct;
+        self.in_run = true;
         self.len = c.distinct;
         self.excluded = c.excluded;
         true
@@ -240,7 +240,12 @@ impl TimestampCache {
     /// The pairs sorted by id when the cache holds them as a sorted run (or holds nothing):
     /// a retained copy then needs no sort. `None` when they are in the table.
     pub fn sorted_pairs(&self) -> Option<&[(u64, u64)]> {
-        if self.run_len > 0 || self.len == 0 { self.run.get(..self.run_len) } else { None }
+        if self.in_run || self.len == 0 { Some(self.run_pairs()) } else { None }
+    }
+
+    /// The run's pairs (empty unless `in_run`).
+    fn run_pairs(&self) -> &[(u64, u64)] {
+        if self.in_run { self.run.get(..self.len).unwrap_or_default() } else { &[] }
     }
 
     /// The timestamp cached for `id` ([`EXCLUDED`] for an id seen more than once).
@@ -249,8 +254,8 @@ impl TimestampCache {
         if id == 0 {
             return None;
         }
-        if self.run_len > 0 {
-            let run = self.run.get(..self.run_len)?;
+        if self.in_run {
+            let run = self.run_pairs();
             return run.binary_search_by_key(&id, |p| p.0).ok().and_then(|i| run.get(i)).map(|p| p.1);
         }
         let mut i = self.home(id);
@@ -275,7 +280,7 @@ impl TimestampCache {
     /// Every (id, timestamp) pair, in table or run order, excluded ids included (timestamp
     /// [`EXCLUDED`]): what an export or a merge must carry.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        let run = self.run.get(..self.run_len).unwrap_or_default();
+        let run = self.run_pairs();
         run.iter().copied().chain(self.slots.iter().filter(|s| s.id != 0).map(|s| (s.id, s.ts_ns)))
     }
 
@@ -286,9 +291,9 @@ impl TimestampCache {
 
     /// Forgets every id, keeping the allocation.
     pub fn clear(&mut self) {
-        if self.run_len > 0 {
+        if self.in_run {
             // The table holds nothing while the run does.
-            self.run_len = 0;
+            self.in_run = false;
         } else if self.len > 0 {
             self.slots.fill(Slot::default());
         }

@@ -61,32 +61,21 @@ impl Sorter {
         if out.len() < n {
             out.resize(n, (0, 0));
         }
-        let mut starts = [0usize; 257];
-        for &(id, _) in src {
-            starts[top_byte(id) + 1] += 1;
-        }
-        for b in 0..256 {
-            starts[b + 1] += starts[b];
-        }
-        let mut next = starts;
-        for &pair in src {
-            let b = top_byte(pair.0);
-            // `next[b] < starts[b + 1] <= n <= out.len()`: the counts above place every pair.
-            if let Some(slot) = out.get_mut(next[b]) {
-                *slot = pair;
-            }
-            next[b] += 1;
+        let mut ends = [0usize; 257];
+        if let Some(dst) = out.get_mut(..n) {
+            scatter_by(src, dst, &mut ends, top_byte);
         }
         let mut collapsed = Collapsed::default();
-        for b in 0..256 {
-            let len = starts[b + 1] - starts[b];
-            if let Some(bucket) = out.get(starts[b]..starts[b + 1]) {
+        let mut begin = 0;
+        for &end in ends.iter().take(256) {
+            if let Some(bucket) = out.get(begin..end) {
                 self.sort_bucket(bucket);
             }
             // The write position never passes the bucket just read: collapsing only shrinks.
-            if let Some(sorted) = self.scratch.get(..len) {
+            if let Some(sorted) = self.scratch.get(..end - begin) {
                 collapse(sorted, out, &mut collapsed, &mut on_repeat);
             }
+            begin = end;
         }
         collapsed
     }
@@ -109,27 +98,9 @@ impl Sorter {
         let shift = 56 - bits;
         let mask = (1usize << bits) - 1;
         let key = |id: u64| ((id >> shift) as usize) & mask;
-        let counts = &mut self.counts;
-        counts.clear();
-        counts.resize(mask + 2, 0);
-        for &(id, _) in bucket {
-            if let Some(c) = counts.get_mut(key(id) + 1) {
-                *c += 1;
-            }
-        }
-        for k in 0..=mask {
-            counts[k + 1] += counts[k];
-        }
-        // counts[k]: where sub-bucket k starts; advanced past it by the scatter, it then ends
-        // there, and sub-bucket k spans counts[k - 1]..counts[k].
-        for &pair in bucket {
-            if let Some(c) = counts.get_mut(key(pair.0)) {
-                if let Some(slot) = tmp.get_mut(*c) {
-                    *slot = pair;
-                }
-                *c += 1;
-            }
-        }
+        self.counts.resize(mask + 2, 0);
+        let counts = self.counts.get_mut(..mask + 2).unwrap_or_default();
+        scatter_by(bucket, tmp, counts, key);
         let mut begin = 0;
         for &end in counts.iter().take(mask + 1) {
             if let Some(sub) = tmp.get_mut(begin..end) {
@@ -169,6 +140,29 @@ fn collapse(
         }
         collapsed.distinct += 1;
         read = end;
+    }
+}
+
+/// Counting sort of `src` into `dst` (same length) by `key`, which must be below
+/// `ends.len() - 1`: afterwards key k's pairs are at `ends[k - 1]..ends[k]` (from 0 for k = 0).
+fn scatter_by(src: &[(u64, u64)], dst: &mut [(u64, u64)], ends: &mut [usize], key: impl Fn(u64) -> usize) {
+    ends.fill(0);
+    for &(id, _) in src {
+        if let Some(c) = ends.get_mut(key(id) + 1) {
+            *c += 1;
+        }
+    }
+    for k in 1..ends.len() {
+        ends[k] += ends[k - 1];
+    }
+    // ends[k] is where key k starts; advanced past each of its pairs, it ends where k does.
+    for &pair in src {
+        if let Some(c) = ends.get_mut(key(pair.0)) {
+            if let Some(slot) = dst.get_mut(*c) {
+                *slot = pair;
+            }
+            *c += 1;
+        }
     }
 }
 
