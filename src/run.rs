@@ -215,7 +215,13 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
                 match measurement {
                     None => worker::run(&mut paths, &settings, worker_counters, stop, &mut ForwardOnly),
                     Some(((pending, template), c)) => {
-                        let writer = pending.build(|| (*template).clone());
+                        // Built and backed on this lcore: NUMA-local, and no page fault waits
+                        // on the data path in the ring's first epochs.
+                        let writer = pending.build(|| {
+                            let mut buffer = (*template).clone();
+                            buffer.back_reserved();
+                            buffer
+                        });
                         let pipeline =
                             Pipeline::new(packet_config, writer, set.new_carry(), overrun).with_split(split);
                         info!(queue = q, lcore = Eal::current_lcore(), "worker built its epoch buffers");

@@ -70,6 +70,10 @@ macro_rules! define_buffer {
                 self.measured = 0;
             }
 
+            fn back_reserved(&mut self) {
+                $(if let Some(s) = &mut self.$t { s.back_reserved(); })*
+            }
+
             fn merge_from(&mut self, o: &Self) -> Result<(), MergeError> {
                 $(merge_opt(&mut self.$t, &o.$t)?;)*
                 self.measured = self.measured.wrapping_add(o.measured);
@@ -112,6 +116,14 @@ macro_rules! define_buffer {
                     reverse: DirectionSynopses::new(set)?,
                     $($o: set.$o.as_ref().map(<$ot>::new).transpose()?,)*
                 })
+            }
+
+            /// [`Synopsis::back_reserved`] of every enabled synopsis: what the worker's data
+            /// path will write is backed with memory now, on the calling thread.
+            pub fn back_reserved(&mut self) {
+                self.forward.back_reserved();
+                self.reverse.back_reserved();
+                $(if let Some(s) = &mut self.$o { s.back_reserved(); })*
             }
 
             /// [`Synopsis::locate`] of a packet of direction `d` in every enabled synopsis.

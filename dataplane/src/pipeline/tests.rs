@@ -299,3 +299,34 @@ fn staged_bursts_equal_packet_by_packet_processing() {
         assert_eq!(a.encode(), b.encode(), "same worker, same order: the fridge is byte-identical");
     }
 }
+
+/// Page faults taken by backing a fresh buffer of `set`, and by backing it a second time.
+fn faults_of_backing(set: &SynopsisSet) -> (u64, u64) {
+    use crate::synopsis::backing::minor_faults;
+    let mut b = EpochSynopses::new(set).expect("synopses");
+    let before = minor_faults();
+    b.back_reserved();
+    let first = minor_faults() - before;
+    let before = minor_faults();
+    b.back_reserved();
+    (first, minor_faults() - before)
+}
+
+#[test]
+fn backing_a_buffer_backs_rda_and_lds_logs_of_both_directions_once() {
+    // RDA's log: 2^20 packets × 16 B = 16 MiB per direction, at least 8 pages of any size each.
+    let rda = SynopsisSet { rda: Some(RdaConfig::online(2, 256, 1 << 20)), ..SynopsisSet::default() };
+    let (first, again) = faults_of_backing(&rda);
+    assert!(first >= 16, "backing two 16-MiB RDA logs took only {first} page faults: were they written?");
+    assert!(again <= 2, "{again} page faults backing an already backed buffer");
+    // LDS's flow log: 2^18 entries × 56 B, about 14 MiB per direction.
+    let mut cfg = LdsConfig::new(2, 256);
+    cfg.flow_capacity = 1 << 18;
+    let lds = SynopsisSet { lds: Some(cfg), ..SynopsisSet::default() };
+    let (first, again) = faults_of_backing(&lds);
+    assert!(
+        first >= 12,
+        "backing two 14-MiB LDS flow logs took only {first} page faults: were they written?"
+    );
+    assert!(again <= 2, "{again} page faults backing an already backed buffer");
+}

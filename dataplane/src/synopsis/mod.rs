@@ -15,6 +15,7 @@
 //!
 //! Synopsis code never does I/O and never logs.
 
+pub mod backing;
 pub mod codec;
 pub mod colate;
 pub mod estimate;
@@ -237,6 +238,12 @@ pub trait Synopsis: Sized + Send {
     /// ready to encode or estimate. Called once an epoch's shards are all merged; idempotent.
     /// Control thread (may allocate). Nothing to do by default.
     fn settle(&mut self) {}
+
+    /// Backs with memory now what the data path will write into reserved space (RDA's packet
+    /// log, LDS's flow log), so that a worker's first epochs take no page fault
+    /// ([`backing`]). Called by the worker on its own lcore when it builds its ring of
+    /// buffers. Nothing to do by default.
+    fn back_reserved(&mut self) {}
 
     /// Back to the state of [`Synopsis::new`], keeping the allocation.
     fn reset(&mut self);

@@ -222,6 +222,13 @@ impl FlowSet {
         }
     }
 
+    /// Backs the entries' whole reservation with memory now ([`crate::synopsis::backing`]):
+    /// recording a new flow then takes no page fault.
+    pub fn back_reserved(&mut self) {
+        let blank = FlowEntry { key: FlowKey::default(), flow_hash: 0, encap: Encap::NONE };
+        crate::synopsis::backing::back_spare_capacity(&mut self.entries, blank);
+    }
+
     /// Empties the set, keeping its allocation.
     pub fn clear(&mut self) {
         self.tags.fill(0);

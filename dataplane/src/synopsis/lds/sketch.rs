@@ -262,6 +262,10 @@ impl Synopsis for Lds {
         }
     }
 
+    fn back_reserved(&mut self) {
+        self.flows.back_reserved();
+    }
+
     fn merge(&mut self, other: &Self) -> Result<(), MergeError> {
         self.check_same_config(other)?;
         for (a, b) in self.cells.iter_mut().zip(&other.cells) {

@@ -18,7 +18,8 @@ pub struct PacketLog {
 
 impl PacketLog {
     /// A log for at most `capacity` packets. Reserves 16 B per packet of address space; the
-    /// pages are only touched (and backed) as the log fills.
+    /// pages are only touched (and backed) as the log fills, or all at once by
+    /// [`PacketLog::back_reserved`].
     pub fn new(capacity: usize) -> Self {
         Self { entries: Vec::with_capacity(capacity), capacity }
     }
@@ -57,6 +58,12 @@ impl PacketLog {
     /// True when nothing is logged.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// Backs the whole reservation with memory now ([`crate::synopsis::backing`]): the pushes
+    /// then take no page fault.
+    pub fn back_reserved(&mut self) {
+        crate::synopsis::backing::back_spare_capacity(&mut self.entries, (0, 0));
     }
 
     /// Forgets every entry, keeping the reservation.

@@ -457,6 +457,10 @@ impl Synopsis for Rda {
         Rda::settle(self);
     }
 
+    fn back_reserved(&mut self) {
+        self.log.back_reserved();
+    }
+
     fn reset(&mut self) {
         self.cache.clear();
         self.log.clear();
