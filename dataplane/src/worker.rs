@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crossbeam::utils::CachePadded;
 
-use crate::dpdk::{MbufBurst, MbufView, RxQueue, RxTimestampField, TxQueue};
+use crate::dpdk::{MbufBurst, MbufView, PortInfo, RxQueue, RxTimestampField, TxQueue};
 
 pub use crate::direction::Direction;
 
@@ -110,6 +110,21 @@ impl FrameScreen {
     /// No check at all: every frame is forwarded as received.
     pub const NONE: FrameScreen =
         FrameScreen { check_chains: false, rx_cut_at: u32::MAX, tx_max: u32::MAX, tx_chained_max: u32::MAX };
+
+    /// The checks a path from `rx` to `tx` needs (`monitor`: nothing is transmitted, so no
+    /// egress limit applies). The egress's limit on chained frames applies only where the
+    /// ingress can deliver chains: a NIC without rx scatter delivers none, and a path between
+    /// two such NICs of one MTU then skips the pass (which costs about 7 ns per 64-B frame when
+    /// only forwarding; BENCHMARKS.md, W17 fourth session).
+    pub fn for_ports(rx: &PortInfo, tx: &PortInfo, monitor: bool) -> FrameScreen {
+        let chains = rx.may_receive_chained_mbufs();
+        FrameScreen {
+            check_chains: chains,
+            rx_cut_at: rx.rx_cut_at,
+            tx_max: if monitor { u32::MAX } else { tx.tx_max_frame },
+            tx_chained_max: if monitor || !chains { u32::MAX } else { tx.tx_chained_max },
+        }
+    }
 
     /// Some check applies, so the path must look at every frame.
     pub fn is_active(&self) -> bool {
@@ -408,5 +423,78 @@ fn transmit(tx: &mut TxQueue<'_>, burst: &mut MbufBurst, retry_limit: u32, c: &P
     }
     if !burst.is_empty() {
         bump(&c.tx_dropped, burst.free_all() as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A started port of `driver` on `bus` (limits as `Port::start` derives them).
+    fn port(driver: &str, bus: &str, rx_scatter: bool, tx_multi_segment: bool) -> PortInfo {
+        let is_virtual = bus == "vdev";
+        PortInfo {
+            id: 0,
+            name: driver.to_owned(),
+            driver: driver.to_owned(),
+            bus: bus.to_owned(),
+            rx_queues: 1,
+            tx_queues: 1,
+            rx_descriptors: 1024,
+            tx_descriptors: 1024,
+            symmetric_rss: false,
+            rx_timestamp_offload: false,
+            rx_scatter,
+            tx_multi_segment,
+            mtu: 1500,
+            promiscuous: true,
+            rx_cut_at: u32::MAX,
+            tx_max_frame: u32::MAX,
+            tx_chained_max: match (tx_multi_segment || is_virtual, driver) {
+                (false, _) => 0,
+                (true, "net_pcap") => 16_128,
+                (true, _) => u32::MAX,
+            },
+        }
+    }
+
+    #[test]
+    fn a_path_between_nics_that_cannot_chain_skips_the_screen() {
+        let nic = port("net_ixgbe", "pci", false, false);
+        let screen = FrameScreen::for_ports(&nic, &nic, false);
+        assert_eq!(
+            screen,
+            FrameScreen::NONE,
+            "no chain can arrive, so the egress's chain limit never applies"
+        );
+        assert!(!screen.is_active());
+    }
+
+    #[test]
+    fn chains_are_checked_and_limited_where_the_ingress_can_deliver_them() {
+        let scatter = port("net_ixgbe", "pci", true, false);
+        let nic = port("net_ixgbe", "pci", false, false);
+        let s = FrameScreen::for_ports(&scatter, &nic, false);
+        assert!(s.check_chains && s.tx_chained_max == 0, "{s:?}");
+        let pcap = port("net_pcap", "vdev", false, false);
+        let s = FrameScreen::for_ports(&pcap, &pcap, false);
+        assert!(s.check_chains && s.tx_chained_max == 16_128, "{s:?}");
+        let s = FrameScreen::for_ports(&pcap, &nic, true);
+        assert_eq!((s.tx_max, s.tx_chained_max), (u32::MAX, u32::MAX), "a monitor sends nothing");
+        assert!(s.check_chains);
+    }
+
+    #[test]
+    fn kernel_ports_keep_their_cut_and_egress_limits() {
+        let mut af = port("net_af_packet", "vdev", false, false);
+        af.rx_cut_at = 2048;
+        af.tx_max_frame = 1518;
+        let nic = port("net_ixgbe", "pci", false, false);
+        let into_kernel = FrameScreen::for_ports(&nic, &af, false);
+        assert_eq!(into_kernel.tx_max, 1518);
+        assert!(into_kernel.is_active());
+        let from_kernel = FrameScreen::for_ports(&af, &nic, false);
+        assert_eq!(from_kernel.rx_cut_at, 2048);
+        assert!(from_kernel.is_active());
     }
 }

@@ -223,12 +223,6 @@ pub(super) fn path<'p>(
         rx: rx.rx_queue(queue)?,
         tx: tx.tx_queue(queue)?,
         info: PathInfo { direction, queue, rx_timestamp },
-        screen: FrameScreen {
-            check_chains: rx.info().may_receive_chained_mbufs(),
-            rx_cut_at: rx.info().rx_cut_at,
-            // A monitor transmits nothing, so no egress limit applies.
-            tx_max: if monitor { u32::MAX } else { tx.info().tx_max_frame },
-            tx_chained_max: if monitor { u32::MAX } else { tx.info().tx_chained_max },
-        },
+        screen: FrameScreen::for_ports(rx.info(), tx.info(), monitor),
     })
 }
