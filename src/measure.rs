@@ -11,6 +11,7 @@ use wirelat_control::ship::NetworkSink;
 use wirelat_control::sink::{EpochSink, RouteSink};
 use wirelat_dataplane::pipeline::EpochSynopses;
 use wirelat_dataplane::synopsis::estimate::{Estimate, Measured};
+use wirelat_dataplane::synopsis::lds::FlowEntry;
 
 /// Logs what will be measured: point, segments, epochs, clock, overrun policy and the
 /// fingerprint of every enabled synopsis (operators compare them between the two points).
@@ -39,37 +40,47 @@ pub fn log_measurement(config: &Config, mode: &str) {
     }
 }
 
-/// The RDA buffers a measurement reserves up front, in bytes, for `workers` workers: every
-/// worker's ring of `[epochs] ring` buffers holds, per direction, a packet log reserved for
-/// `cache_capacity` packets (16 B each), and the merged epoch of each direction its cache (a
-/// table, or the appended log and the sorted run)
+/// The logs a measurement reserves up front, in bytes, for `workers` workers: every worker's
+/// ring of `[epochs] ring` buffers holds, per direction, RDA's packet log reserved for
+/// `cache_capacity` packets (16 B each) and LDS's flow log reserved for `flow_capacity` flows
+/// ([`FlowEntry`] each); and the merged epoch of each direction RDA's cache (a table, or the
+/// appended log and the sorted run)
 /// ([`RdaConfig::shard_bytes`](wirelat_dataplane::synopsis::rda::RdaConfig::shard_bytes)).
-/// The other synopses' tables are fixed and small beside it (see docs/*.md); they are left out,
-/// so this is a lower bound of what the configuration needs.
-pub fn rda_reserved_bytes(config: &Config, workers: usize) -> u64 {
-    let Some(rda) = config.synopsis_set().rda else { return 0 };
+/// `wirelat run`'s workers write every page of the logs when they build their rings, so all of
+/// it is resident from the start. The synopses' fixed tables are small beside it (see
+/// docs/*.md) and left out, so this is a lower bound of what the configuration needs.
+pub fn reserved_log_bytes(config: &Config, workers: usize) -> u64 {
+    let set = config.synopsis_set();
+    let rda_log = set.rda.as_ref().map_or(0, |r| r.cache_capacity.saturating_mul(16));
+    let lds_log = set.lds.as_ref().map_or(0, |l| u64::from(l.flow_capacity) * FLOW_ENTRY_BYTES);
     let ring = *config.epochs.ring.get_ref() as u64;
     let logs = (workers as u64)
         .saturating_mul(ring)
         .saturating_mul(2)
-        .saturating_mul(rda.cache_capacity.saturating_mul(16));
-    logs.saturating_add(rda.shard_bytes().saturating_mul(2))
+        .saturating_mul(rda_log.saturating_add(lds_log));
+    logs.saturating_add(set.rda.as_ref().map_or(0, |r| r.shard_bytes().saturating_mul(2)))
 }
 
-/// Refuses, before anything is allocated, a configuration whose RDA buffers alone
-/// ([`rda_reserved_bytes`]) exceed this machine's memory and swap (`/proc/meminfo`): it would
+/// Bytes of one reserved entry of LDS's flow log.
+const FLOW_ENTRY_BYTES: u64 = std::mem::size_of::<FlowEntry>() as u64;
+
+/// Refuses, before anything is allocated, a configuration whose reserved logs alone
+/// ([`reserved_log_bytes`]) exceed this machine's memory and swap (`/proc/meminfo`): it would
 /// abort on allocation. The error (bad input, exit 2) gives both figures and the keys to change.
 pub fn check_memory(config: &Config, workers: usize) -> anyhow::Result<()> {
-    let need = rda_reserved_bytes(config, workers);
+    let need = reserved_log_bytes(config, workers);
     let Some(have) = memory_and_swap_bytes() else { return Ok(()) };
     if need > have {
+        let set = config.synopsis_set();
         return Err(crate::offline::BadInput(format!(
-            "the RDA buffers alone need {} MiB ({workers} workers × [epochs] ring {} × 2 directions × \
-             [synopses.rda] cache_capacity {} × 16 B, plus the merged caches) but this machine has {} MiB \
-             of memory and swap: lower cache_capacity, ring or the worker count",
+            "the workers' reserved logs alone need {} MiB ({workers} workers × [epochs] ring {} × 2 directions × \
+             ([synopses.rda] cache_capacity {} × 16 B + [synopses.lds] flow_capacity {} × {FLOW_ENTRY_BYTES} B), \
+             plus RDA's merged caches) but this machine has {} MiB of memory and swap: lower cache_capacity, \
+             flow_capacity, ring or the worker count",
             need >> 20,
             config.epochs.ring.get_ref(),
-            config.synopsis_set().rda.map_or(0, |r| r.cache_capacity),
+            set.rda.as_ref().map_or(0, |r| r.cache_capacity),
+            set.lds.as_ref().map_or(0, |l| l.flow_capacity),
             have >> 20
         ))
         .into());

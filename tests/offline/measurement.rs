@@ -186,7 +186,17 @@ fn offline_reports_bad_input_clearly() {
     let output = run();
     let err = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
-    assert!(err.contains("the RDA buffers alone need") && err.contains("MiB of memory and swap"), "{err}");
+    assert!(err.contains("reserved logs alone need") && err.contains("MiB of memory and swap"), "{err}");
+    // The same for LDS's flow logs, which the workers back at start (2^24 flows × 56 B × 64 × 2).
+    std::fs::write(
+        &config,
+        "[epochs]\nring = 64\n[synopses.lds]\nrows = 2\nwidth = 256\nflow_capacity = 16777216\n",
+    )
+    .expect("config");
+    let output = run();
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(err.contains("reserved logs alone need") && err.contains("flow_capacity 16777216"), "{err}");
     std::fs::write(&config, "[epochs]\nlength_ms = 0\n").expect("config");
     let output = run();
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
