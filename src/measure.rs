@@ -11,7 +11,7 @@ use wirelat_control::ship::NetworkSink;
 use wirelat_control::sink::{EpochSink, RouteSink};
 use wirelat_dataplane::pipeline::EpochSynopses;
 use wirelat_dataplane::synopsis::estimate::{Estimate, Measured};
-use wirelat_dataplane::synopsis::lds::FlowEntry;
+use wirelat_dataplane::synopsis::lds::flows::ENTRY_BYTES as FLOW_ENTRY_BYTES;
 
 /// Logs what will be measured: point, segments, epochs, clock, overrun policy and the
 /// fingerprint of every enabled synopsis (operators compare them between the two points).
@@ -42,17 +42,17 @@ pub fn log_measurement(config: &Config, mode: &str) {
 
 /// The logs a measurement reserves up front, in bytes, for `workers` workers: every worker's
 /// ring of `[epochs] ring` buffers holds, per direction, RDA's packet log reserved for
-/// `cache_capacity` packets (16 B each) and LDS's flow log reserved for `flow_capacity` flows
-/// ([`FlowEntry`] each); and the merged epoch of each direction RDA's cache (a table, or the
-/// appended log and the sorted run)
+/// `cache_capacity` packets (`RdaConfig::log_bytes`) and LDS's flow log reserved for
+/// `flow_capacity` flows (`LdsConfig::flow_log_bytes`); and the merged epoch of each direction
+/// RDA's cache (a table, or the appended log and the sorted run)
 /// ([`RdaConfig::shard_bytes`](wirelat_dataplane::synopsis::rda::RdaConfig::shard_bytes)).
 /// `wirelat run`'s workers write every page of the logs when they build their rings, so all of
 /// it is resident from the start. The synopses' fixed tables are small beside it (see
 /// docs/*.md) and left out, so this is a lower bound of what the configuration needs.
 pub fn reserved_log_bytes(config: &Config, workers: usize) -> u64 {
     let set = config.synopsis_set();
-    let rda_log = set.rda.as_ref().map_or(0, |r| r.cache_capacity.saturating_mul(16));
-    let lds_log = set.lds.as_ref().map_or(0, |l| u64::from(l.flow_capacity) * FLOW_ENTRY_BYTES);
+    let rda_log = set.rda.as_ref().map_or(0, |r| r.log_bytes());
+    let lds_log = set.lds.as_ref().map_or(0, |l| l.flow_log_bytes());
     let ring = *config.epochs.ring.get_ref() as u64;
     let logs = (workers as u64)
         .saturating_mul(ring)
@@ -60,9 +60,6 @@ pub fn reserved_log_bytes(config: &Config, workers: usize) -> u64 {
         .saturating_mul(rda_log.saturating_add(lds_log));
     logs.saturating_add(set.rda.as_ref().map_or(0, |r| r.shard_bytes().saturating_mul(2)))
 }
-
-/// Bytes of one reserved entry of LDS's flow log.
-const FLOW_ENTRY_BYTES: u64 = std::mem::size_of::<FlowEntry>() as u64;
 
 /// Refuses, before anything is allocated, a configuration whose reserved logs alone
 /// ([`reserved_log_bytes`]) exceed this machine's memory and swap (`/proc/meminfo`): it would

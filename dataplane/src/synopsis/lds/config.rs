@@ -256,6 +256,12 @@ impl LdsConfig {
         self.cells() * super::cell::CELL_BYTES as u64
     }
 
+    /// Memory one sketch's flow log reserves: [`super::flows::ENTRY_BYTES`] per flow of
+    /// `flow_capacity`, whether or not traffic fills it.
+    pub fn flow_log_bytes(&self) -> u64 {
+        u64::from(self.flow_capacity) * super::flows::ENTRY_BYTES as u64
+    }
+
     /// The sampling probability configured for `row` (single-bank configs repeat their value).
     pub fn sampling_of(&self, row: usize) -> f64 {
         match self.sampling.as_slice() {

@@ -22,6 +22,8 @@ pub const UNRECORDED_BITMAP_BITS: usize = 4096;
 const BITMAP_WORDS: usize = UNRECORDED_BITMAP_BITS / 64;
 /// Seed of the bitmap hash.
 const BITMAP_SEED: u64 = 0x6c64_735f_6d69_7373;
+/// Bytes one recorded flow takes in memory (what the set reserves per flow of its capacity).
+pub const ENTRY_BYTES: usize = std::mem::size_of::<FlowEntry>();
 /// Smallest encoded entry: IPv4 key (1 + 4 + 4 + 2 + 2 + 1 bytes) + flow hash (8 bytes) +
 /// encapsulation (kind 1 + id 4 bytes).
 pub const MIN_ENTRY_BYTES: usize = 27;

@@ -176,6 +176,12 @@ impl RdaConfig {
         Self { binding: Binding::late(), ..Self::online(banks, 1, cache_capacity) }
     }
 
+    /// Memory a worker shard's packet log reserves: 16 B per packet of `cache_capacity`,
+    /// whether or not traffic fills it.
+    pub fn log_bytes(&self) -> u64 {
+        self.cache_capacity.saturating_mul(16)
+    }
+
     /// Most bytes one buffer uses: the cache's slot table (16 B per slot, the next power of
     /// two ≥ 4/3 · capacity; allocated by the first one-by-one insert) or, for an epoch whose
     /// workers' logs a merge appended and `settle` filed in bulk (the control thread's merged
