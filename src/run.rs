@@ -27,6 +27,7 @@ use wirelat_dataplane::worker::{self, Direction, ForwardOnly, WorkerCounters, Wo
 use crate::measure;
 use crate::point_metrics::Exposed;
 
+mod build;
 mod clocks;
 mod control;
 mod ports;
@@ -128,6 +129,26 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         bail!("the EAL started {} worker lcores for {queues} queues", lcores.len());
     }
 
+    // The epoch rings: one link per worker. Each worker builds its own pipeline (its ring's
+    // buffers, backed, and its carry) on its own lcore, so that their pages are first touched
+    // there and live on its NUMA node; the harvester's accumulators are the control thread's.
+    // The builds run before any port starts: writing a ring's reserved logs takes a good part
+    // of a second at the default sizes, and a started port would meanwhile take frames that
+    // nobody polls (its rx ring overflows) instead of showing its link down.
+    let mut links = Vec::new();
+    let mut pipelines: Vec<Option<Pipeline>> = Vec::new();
+    if let Some(t) = &template {
+        let clock = EpochClock::new(config.epochs.length_ns()).context("epoch length is 0")?;
+        let mut pending = Vec::with_capacity(usize::from(queues));
+        for _ in 0..queues {
+            let (link, writer) = EpochLink::deferred(*config.epochs.ring.get_ref(), clock);
+            links.push(link);
+            pending.push(writer);
+        }
+        pipelines =
+            build::build_pipelines(&eal, &lcores, pending, t, config)?.into_iter().map(Some).collect();
+    }
+
     let pool = Mempool::new(
         &eal,
         &MempoolSettings {
@@ -173,22 +194,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         idle_sleep: Duration::from_micros(u64::from(config.workers.idle_sleep_us)),
     };
 
-    // The epoch rings: one link per worker. Each worker builds its own ring's buffers (and its
-    // carry) when it starts, on its own lcore, so that their pages are first touched there and
-    // live on its NUMA node; the harvester's accumulators are the control thread's.
-    let mut links = Vec::new();
-    let mut writers = Vec::new();
-    if let Some(t) = &template {
-        let clock = EpochClock::new(config.epochs.length_ns()).context("epoch length is 0")?;
-        for _ in 0..queues {
-            let (link, pending) = EpochLink::deferred(*config.epochs.ring.get_ref(), clock);
-            links.push(link);
-            writers.push(Some((pending, Arc::clone(t))));
-        }
-    }
     let mut harvester = template.map(|t| Harvester::new(links, move || (*t).clone()));
-    let set = config.synopsis_set();
-    let split = config.direction_split().context("[monitor] inside")?;
 
     // Worker q: port0 rx q -> port1 tx q, and port1 rx q -> port0 tx q.
     let mut jobs = Vec::with_capacity(usize::from(queues));
@@ -202,29 +208,17 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         let stamp_delay: &SharedStampDelay = &stamp_delays[usize::from(q)];
         let stop = &*stop;
         let abort = &abort;
-        let measurement = match (&clocks, writers.get_mut(usize::from(q)).and_then(Option::take)) {
-            (Some(c), Some(ring)) => Some((ring, c)),
+        let measurement = match (&clocks, pipelines.get_mut(usize::from(q)).and_then(Option::take)) {
+            (Some(c), Some(pipeline)) => Some((pipeline, c)),
             _ => None,
         };
-        let (packet_config, overrun, split, set) =
-            (config.packet_config(), config.epochs.overrun, split.clone(), set.clone());
         jobs.push(LcoreJob {
             lcore,
             job: Box::new(move || {
                 tracing::debug!(queue = q, lcore = Eal::current_lcore(), "worker started");
                 match measurement {
                     None => worker::run(&mut paths, &settings, worker_counters, stop, &mut ForwardOnly),
-                    Some(((pending, template), c)) => {
-                        // Built and backed on this lcore: NUMA-local, and no page fault waits
-                        // on the data path in the ring's first epochs.
-                        let writer = pending.build(|| {
-                            let mut buffer = (*template).clone();
-                            buffer.back_reserved();
-                            buffer
-                        });
-                        let pipeline =
-                            Pipeline::new(packet_config, writer, set.new_carry(), overrun).with_split(split);
-                        info!(queue = q, lcore = Eal::current_lcore(), "worker built its epoch buffers");
+                    Some((pipeline, c)) => {
                         let clock = packet_clock(c, usize::from(q));
                         let mut hook = MeasuringHook::new(pipeline, clock, shared, abort);
                         if c.stamp_delay {

@@ -271,22 +271,41 @@ fn appliance_equals_offline(workers: usize) -> std::process::Output {
     output
 }
 
+/// Asserts that each of `workers` queues built its epoch buffers, on its own lcore, before the
+/// first port started: a started port whose worker is still building would take frames that
+/// nobody polls.
+fn assert_built_before_ports_started(output: &std::process::Output, lcores: &[u32]) {
+    let log = String::from_utf8_lossy(&output.stderr);
+    let lines: Vec<&str> = log.lines().collect();
+    let started = lines.iter().position(|l| l.contains("port started"));
+    let Some(started) = started else { panic!("no port started\n{}", describe(output)) };
+    for (q, lcore) in lcores.iter().enumerate() {
+        let built = lines.iter().position(|l| {
+            let f = log_fields(l);
+            l.contains("worker built its epoch buffers")
+                && f.get("queue") == Some(&q.to_string())
+                && f.get("lcore") == Some(&lcore.to_string())
+        });
+        match built {
+            Some(b) => assert!(b < started, "queue {q} built after a port started\n{}", describe(output)),
+            None => panic!("queue {q} did not log its build on lcore {lcore}\n{}", describe(output)),
+        }
+    }
+}
+
 #[test]
 fn one_worker_measures_exactly_what_offline_measures() {
     let output = appliance_equals_offline(1);
     // The worker (lcore 1; the main lcore is 0) built its own epoch buffers, so their pages
     // were first touched on its core (NUMA-local), not on the main lcore.
-    let log = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        log.lines().any(|l| l.contains("worker built its epoch buffers") && l.contains("lcore=1")),
-        "{}",
-        describe(&output)
-    );
+    assert_built_before_ports_started(&output, &[1]);
 }
 
 #[test]
 fn two_workers_measure_exactly_what_offline_measures() {
-    let _ = appliance_equals_offline(2);
+    let output = appliance_equals_offline(2);
+    // Workers on lcores 1 and 2 (cores 0 and 1; the main lcore shares core 0).
+    assert_built_before_ports_started(&output, &[1, 2]);
 }
 
 #[test]
