@@ -239,7 +239,7 @@ mod tests {
         let pairs: Vec<(u64, u64)> =
             (1..=3_000u64).map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1, i)).collect();
         let mut bulk = TimestampCache::new(4_000, 1);
-        assert!(bulk.file_sorted(&pairs, |_, _| {}));
+        assert!(bulk.file_sorted(&pairs, None, |_, _| {}));
         let mut table = TimestampCache::new(4_000, 1);
         for &(id, ts) in &pairs {
             table.insert(id, ts);

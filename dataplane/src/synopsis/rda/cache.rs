@@ -28,6 +28,7 @@
 //! and arrival order still do not matter.
 //! No I/O; the hot path neither allocates nor panics.
 
+use super::log::TOP_BUCKETS;
 use super::sorted::Sorter;
 use crate::synopsis::hash::mix64;
 
@@ -226,11 +227,17 @@ impl TimestampCache {
     /// all its pairs, for the caller to take them out of whatever else holds them. Refused
     /// (false, nothing filed) when the cache is not empty or `pairs` outnumber the capacity:
     /// there the order decides which ids do not fit, and the caller must insert one by one.
-    pub fn file_sorted(&mut self, pairs: &[(u64, u64)], on_repeat: impl FnMut(u64, &[(u64, u64)])) -> bool {
+    /// `top_counts`: the pairs counted by their id's top byte, if known ([`Sorter::sort_unique`]).
+    pub fn file_sorted(
+        &mut self,
+        pairs: &[(u64, u64)],
+        top_counts: Option<&[u32; TOP_BUCKETS]>,
+        on_repeat: impl FnMut(u64, &[(u64, u64)]),
+    ) -> bool {
         if self.len > 0 || pairs.len() > self.capacity {
             return false;
         }
-        let c = self.sorter.sort_unique(pairs, &mut self.run, on_repeat);
+        let c = self.sorter.sort_unique(pairs, top_counts, &mut self.run, on_repeat);
         self.in_run = true;
         self.len = c.distinct;
         self.excluded = c.excluded;
@@ -380,7 +387,7 @@ mod tests {
         }
         let mut bulk = TimestampCache::new(600, 5);
         let mut repeats = Vec::new();
-        assert!(bulk.file_sorted(&pairs, |id, copies| repeats.push((id, copies.len()))));
+        assert!(bulk.file_sorted(&pairs, None, |id, copies| repeats.push((id, copies.len()))));
         repeats.sort_unstable();
         let mut want = vec![(pairs[3].0, 3), (pairs[9].0, 2)];
         want.sort_unstable();
@@ -393,7 +400,7 @@ mod tests {
         let run = bulk.sorted_pairs().expect("a run");
         assert!(run.windows(2).all(|w| w[0].0 < w[1].0) && run.len() == 500);
         assert!(one_by_one.sorted_pairs().is_none(), "a table is not sorted");
-        assert!(!bulk.file_sorted(&pairs, |_, _| {}), "only into an empty cache");
+        assert!(!bulk.file_sorted(&pairs, None, |_, _| {}), "only into an empty cache");
         // An insert after the run: the run moves into the table.
         assert_eq!(bulk.insert(pairs[100].0, 1), CacheInsert::Duplicate { previous_ts_ns: 101 });
         assert_eq!(one_by_one.insert(pairs[100].0, 1), CacheInsert::Duplicate { previous_ts_ns: 101 });
@@ -405,11 +412,11 @@ mod tests {
         assert!(bulk.is_empty() && bulk.iter().next().is_none() && bulk.get(3).is_none());
         assert_eq!(bulk.sorted_pairs(), Some(&[][..]));
         // A run again after a table epoch, and no more pairs than the capacity.
-        assert!(bulk.file_sorted(&pairs[..20], |_, _| {}));
+        assert!(bulk.file_sorted(&pairs[..20], None, |_, _| {}));
         assert_eq!(bulk.iter().count(), 20);
         bulk.clear();
         let too_many: Vec<(u64, u64)> = (1..=601u64).map(|i| (i, i)).collect();
-        assert!(!bulk.file_sorted(&too_many, |_, _| {}));
+        assert!(!bulk.file_sorted(&too_many, None, |_, _| {}));
         assert!(bulk.is_empty());
     }
 

@@ -221,12 +221,13 @@ impl Rda {
     /// ([`TimestampCache::file_sorted`]): no id can be refused there, so the order does not
     /// matter and the result is the one-by-one path's. Otherwise they are inserted one by one,
     /// in order (which ids do not fit depends on it).
-    fn file_logged(&mut self, logged: &[(u64, u64)]) {
+    fn file_logged(&mut self, logged: &PacketLog) {
         if logged.is_empty() {
             return;
         }
+        let (top_counts, logged) = (logged.top_counts(), logged.entries());
         let (banks, counters) = (&mut self.banks, &mut self.counters);
-        let sorted = self.cache.file_sorted(logged, |id, copies| {
+        let sorted = self.cache.file_sorted(logged, top_counts, |id, copies| {
             // Every copy leaves the banks; all but the first count as duplicates (as `file`).
             counters.duplicates = counters.duplicates.saturating_add(copies.len() as u64 - 1);
             if let Some(b) = banks {
@@ -298,7 +299,7 @@ impl Rda {
             return;
         }
         let log = std::mem::replace(&mut self.log, PacketLog::new(0));
-        self.file_logged(log.entries());
+        self.file_logged(&log);
         self.log = log;
         self.log.clear();
     }
@@ -441,10 +442,9 @@ impl Synopsis for Rda {
             self.count_cache();
         }
         // The other shard's logged packets are in its banks, now added to ours.
-        let logged = other.log.entries();
-        if !self.log.append(logged) {
+        if !self.log.append(&other.log) {
             self.settle();
-            self.file_logged(logged);
+            self.file_logged(&other.log);
         }
         if other.signature.is_some() || self.signature.is_some() {
             // Signatures of decoded values cannot be merged exactly; recompute from caches.

@@ -10,14 +10,19 @@
 //!
 //! How: ids are well-mixed hashes (the packet layer's seeded xxh3), so their top byte spreads
 //! them evenly. One pass scatters the log by the top byte into 256 buckets of the output (256
-//! write streams: their tails stay in L1). Each bucket (≈ 64 KiB for 10⁶ packets) is then
-//! sorted while it is in L2: by as many of the next bits as it has about ids (8 to 14) into a
-//! scratch buffer, and each of those sub-buckets (≈ 1 id) by insertion sort. A skewed bucket
-//! (crafted ids) only costs time: long sub-buckets fall back to the standard library's sort.
-//! Each sorted bucket is collapsed (one pair per id) on its way back into the output, while it
-//! is still in cache.
+//! write streams: their tails stay in L1, and each stream's next line is hinted ahead), from
+//! counts the worker's log kept as it filled ([`super::PacketLog::top_counts`]) or, without
+//! them, from a counting pass. Each bucket (≈ 64 KiB for 10⁶ packets) is then sorted while it
+//! is in L2: by as many of the next bits as it has about ids (8 to 14) into a scratch buffer,
+//! then by one insertion sort over the bucket, which only moves a pair within its sub-bucket
+//! (≈ 1 id). A skewed bucket (crafted ids) only costs time: where a sub-bucket is long, each
+//! sub-bucket is sorted on its own, a long one by the standard library's sort. Each sorted
+//! bucket is collapsed (one pair per id) on its way back into the output, while it is still in
+//! cache.
 
 use super::cache::EXCLUDED;
+use super::log::TOP_BUCKETS;
+use crate::cpu::prefetch;
 
 /// Sub-buckets longer than this use `sort_unstable` (a skewed input; insertion sort is
 /// quadratic).
@@ -51,9 +56,15 @@ impl Sorter {
     /// is collapsed while it is still in cache, not in another pass over `out`. `out` and the
     /// sorter's buffers only grow: their stale tails are never read, so a reused buffer is not
     /// zeroed again. Control thread only (may allocate on growth).
+    ///
+    /// `top_counts`, if given, says how many pairs have each top byte of their id (what the
+    /// worker's [`super::PacketLog`] counted as it logged): the first pass then skips counting,
+    /// which is a whole read of `src` from memory. Counts that do not add up to `src.len()` are
+    /// ignored.
     pub fn sort_unique(
         &mut self,
         src: &[(u64, u64)],
+        top_counts: Option<&[u32; TOP_BUCKETS]>,
         out: &mut Vec<(u64, u64)>,
         mut on_repeat: impl FnMut(u64, &[(u64, u64)]),
     ) -> Collapsed {
@@ -61,9 +72,18 @@ impl Sorter {
         if out.len() < n {
             out.resize(n, (0, 0));
         }
-        let mut ends = [0usize; 257];
+        let mut ends = [0usize; TOP_BUCKETS + 1];
+        let counted = top_counts.filter(|c| c.iter().map(|&x| x as usize).sum::<usize>() == n);
+        match counted {
+            Some(c) => {
+                for (e, &x) in ends.iter_mut().skip(1).zip(c) {
+                    *e = x as usize;
+                }
+            }
+            None => count_by(src, &mut ends, top_byte),
+        }
         if let Some(dst) = out.get_mut(..n) {
-            scatter_by(src, dst, &mut ends, top_byte);
+            place_ahead::<4>(src, dst, &mut ends, top_byte);
         }
         let mut collapsed = Collapsed::default();
         let mut begin = 0;
@@ -101,6 +121,16 @@ impl Sorter {
         self.counts.resize(mask + 2, 0);
         let counts = self.counts.get_mut(..mask + 2).unwrap_or_default();
         scatter_by(bucket, tmp, counts, key);
+        // `counts[k]` is now where sub-bucket k ends, so each length is a difference. Where
+        // none is long, one insertion sort over the whole bucket finishes it: a pair only moves
+        // back within its own sub-bucket (those before hold smaller ids), so it costs what the
+        // per-sub-bucket sorts would, without a loop and an unpredictable branch per
+        // sub-bucket (about one pair each).
+        let longest = counts.windows(2).take(mask + 1).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        if longest.max(counts.first().copied().unwrap_or(0)) <= INSERTION_MAX {
+            insertion_sort(tmp);
+            return;
+        }
         let mut begin = 0;
         for &end in counts.iter().take(mask + 1) {
             if let Some(sub) = tmp.get_mut(begin..end) {
@@ -146,18 +176,44 @@ fn collapse(
 /// Counting sort of `src` into `dst` (same length) by `key`, which must be below
 /// `ends.len() - 1`: afterwards key k's pairs are at `ends[k - 1]..ends[k]` (from 0 for k = 0).
 fn scatter_by(src: &[(u64, u64)], dst: &mut [(u64, u64)], ends: &mut [usize], key: impl Fn(u64) -> usize) {
+    count_by(src, ends, &key);
+    place_by(src, dst, ends, key);
+}
+
+/// The first pass of [`scatter_by`]: `ends[k + 1]` = how many pairs have key k (`ends[0]` = 0).
+fn count_by(src: &[(u64, u64)], ends: &mut [usize], key: impl Fn(u64) -> usize) {
     ends.fill(0);
     for &(id, _) in src {
         if let Some(c) = ends.get_mut(key(id) + 1) {
             *c += 1;
         }
     }
+}
+
+/// The second pass of [`scatter_by`], from the counts [`count_by`] leaves in `ends`.
+fn place_by(src: &[(u64, u64)], dst: &mut [(u64, u64)], ends: &mut [usize], key: impl Fn(u64) -> usize) {
+    place_ahead::<0>(src, dst, ends, key);
+}
+
+/// [`place_by`], hinting the line `AHEAD` pairs past each write (0: no hint). The top level
+/// writes 256 streams into DRAM-sized memory: no hardware prefetcher follows that many, so
+/// every fourth write to a stream waited for its line. A stream's next line is hinted when the
+/// stream is about four pairs short of it, on average a thousand pairs earlier.
+fn place_ahead<const AHEAD: usize>(
+    src: &[(u64, u64)],
+    dst: &mut [(u64, u64)],
+    ends: &mut [usize],
+    key: impl Fn(u64) -> usize,
+) {
     for k in 1..ends.len() {
         ends[k] += ends[k - 1];
     }
     // ends[k] is where key k starts; advanced past each of its pairs, it ends where k does.
     for &pair in src {
         if let Some(c) = ends.get_mut(key(pair.0)) {
+            if AHEAD > 0 {
+                prefetch(dst.as_ptr().wrapping_add(*c + AHEAD).cast());
+            }
             if let Some(slot) = dst.get_mut(*c) {
                 *slot = pair;
             }
@@ -171,9 +227,19 @@ fn top_byte(id: u64) -> usize {
     (id >> 56) as usize
 }
 
+/// Insertion sort by id. The inputs here are nearly sorted (most pairs are already after
+/// their predecessor), so the largest id so far stays in a register and a pair in order is
+/// neither stored nor read back: only one out of order is shifted into place.
 fn insertion_sort(v: &mut [(u64, u64)]) {
+    let Some(&first) = v.first() else { return };
+    let mut largest = first.0;
     for i in 1..v.len() {
         let x = v[i];
+        if x.0 >= largest {
+            largest = x.0;
+            continue;
+        }
+        // v[i - 1] holds `largest` > x: shift until x's place (the largest stays largest).
         let mut j = i;
         while j > 0 && v[j - 1].0 > x.0 {
             v[j] = v[j - 1];
@@ -188,11 +254,25 @@ mod tests {
     use super::*;
     use crate::synopsis::hash::mix64;
 
-    /// Checks `sort_unique` against a std sort and a count of each id's copies.
+    /// Checks `sort_unique` counting for itself, given the log's top-byte counts, and given
+    /// counts that do not add up (ignored).
     fn check(src: &[(u64, u64)]) {
+        let mut counts = [0u32; TOP_BUCKETS];
+        for &(id, _) in src {
+            counts[(id >> 56) as usize] += 1;
+        }
+        let mut short = counts;
+        short[0] = short[0].wrapping_add(1);
+        for given in [None, Some(&counts), Some(&short)] {
+            check_given(src, given);
+        }
+    }
+
+    /// Checks one `sort_unique` against a std sort and a count of each id's copies.
+    fn check_given(src: &[(u64, u64)], top_counts: Option<&[u32; TOP_BUCKETS]>) {
         let mut out = Vec::new();
         let mut repeats = Vec::new();
-        let c = Sorter::default().sort_unique(src, &mut out, |id, copies| {
+        let c = Sorter::default().sort_unique(src, top_counts, &mut out, |id, copies| {
             assert!(copies.iter().all(|p| p.0 == id));
             repeats.push((id, copies.len()));
         });
@@ -246,9 +326,9 @@ mod tests {
     fn reused_buffers_with_stale_tails_sort_the_new_input_only() {
         let (mut out, mut sorter) = (Vec::new(), Sorter::default());
         let big: Vec<(u64, u64)> = (1..=20_000u64).map(|i| (mix64(i), i)).collect();
-        sorter.sort_unique(&big, &mut out, |_, _| {});
+        sorter.sort_unique(&big, None, &mut out, |_, _| {});
         let small: Vec<(u64, u64)> = (1..=500u64).map(|i| (mix64(i + 1_000_000), i)).collect();
-        let c = sorter.sort_unique(&small, &mut out, |_, _| {});
+        let c = sorter.sort_unique(&small, None, &mut out, |_, _| {});
         let mut want = small.clone();
         want.sort_unstable();
         assert_eq!(c, Collapsed { distinct: 500, excluded: 0 });
