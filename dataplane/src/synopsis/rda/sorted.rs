@@ -10,15 +10,15 @@
 //!
 //! How: ids are well-mixed hashes (the packet layer's seeded xxh3), so their top byte spreads
 //! them evenly. One pass scatters the log by the top byte into 256 buckets of the output (256
-//! write streams: their tails stay in L1, and each stream's next line is hinted ahead), from
-//! counts the worker's log kept as it filled ([`super::PacketLog::top_counts`]) or, without
-//! them, from a counting pass. Each bucket (≈ 64 KiB for 10⁶ packets) is then sorted while it
+//! write streams: their tails stay in L1; the log and each stream's next line are hinted
+//! ahead), from counts the worker's log kept as it filled ([`super::PacketLog::top_counts`])
+//! or, without them, from a counting pass. Each bucket (≈ 64 KiB for 10⁶ packets) is then sorted while it
 //! is in L2: by as many of the next bits as it has about ids (8 to 14) into a scratch buffer,
 //! then by one insertion sort over the bucket, which only moves a pair within its sub-bucket
 //! (≈ 1 id). A skewed bucket (crafted ids) only costs time: where a sub-bucket is long, each
 //! sub-bucket is sorted on its own, a long one by the standard library's sort. Each sorted
 //! bucket is collapsed (one pair per id) on its way back into the output, while it is still in
-//! cache.
+//! cache, and meanwhile the next bucket is hinted into cache.
 
 use super::cache::EXCLUDED;
 use super::log::TOP_BUCKETS;
@@ -83,7 +83,7 @@ impl Sorter {
             None => count_by(src, &mut ends, top_byte),
         }
         if let Some(dst) = out.get_mut(..n) {
-            place_ahead::<4>(src, dst, &mut ends, top_byte);
+            place::<true>(src, dst, &mut ends, top_byte);
         }
         let mut collapsed = Collapsed::default();
         let mut begin = 0;
@@ -92,8 +92,10 @@ impl Sorter {
                 self.sort_bucket(bucket);
             }
             // The write position never passes the bucket just read: collapsing only shrinks.
+            // The next bucket starts at `end`: hinted pair by pair while this one collapses.
+            let next = out.as_ptr().wrapping_add(end);
             if let Some(sorted) = self.scratch.get(..end - begin) {
-                collapse(sorted, out, &mut collapsed, &mut on_repeat);
+                collapse(sorted, out, next, &mut collapsed, &mut on_repeat);
             }
             begin = end;
         }
@@ -145,15 +147,19 @@ impl Sorter {
     }
 }
 
-/// Appends `sorted`'s pairs to `out[collapsed.distinct..]`, one per distinct id.
+/// Appends `sorted`'s pairs to `out[collapsed.distinct..]`, one per distinct id. `next`: where
+/// the next bucket starts, hinted one pair per pair read (its first pass then finds it in
+/// cache); never dereferenced.
 fn collapse(
     sorted: &[(u64, u64)],
     out: &mut [(u64, u64)],
+    next: *const (u64, u64),
     collapsed: &mut Collapsed,
     on_repeat: &mut impl FnMut(u64, &[(u64, u64)]),
 ) {
     let mut read = 0;
     while let Some(&(id, ts_ns)) = sorted.get(read) {
+        prefetch(next.wrapping_add(read).cast());
         let mut end = read + 1;
         while sorted.get(end).is_some_and(|p| p.0 == id) {
             end += 1;
@@ -192,14 +198,20 @@ fn count_by(src: &[(u64, u64)], ends: &mut [usize], key: impl Fn(u64) -> usize) 
 
 /// The second pass of [`scatter_by`], from the counts [`count_by`] leaves in `ends`.
 fn place_by(src: &[(u64, u64)], dst: &mut [(u64, u64)], ends: &mut [usize], key: impl Fn(u64) -> usize) {
-    place_ahead::<0>(src, dst, ends, key);
+    place::<false>(src, dst, ends, key);
 }
 
-/// [`place_by`], hinting the line `AHEAD` pairs past each write (0: no hint). The top level
-/// writes 256 streams into DRAM-sized memory: no hardware prefetcher follows that many, so
-/// every fourth write to a stream waited for its line. A stream's next line is hinted when the
-/// stream is about four pairs short of it, on average a thousand pairs earlier.
-fn place_ahead<const AHEAD: usize>(
+/// Pairs ahead of the one being placed that the top level hints in its source (8 lines).
+const SOURCE_AHEAD: usize = 32;
+/// Pairs past a stream's write position that the top level hints (its next line).
+const STREAM_AHEAD: usize = 4;
+
+/// [`place_by`]; `HINTED` also hints the source [`SOURCE_AHEAD`] pairs ahead and each
+/// stream's line [`STREAM_AHEAD`] pairs past where it writes. The top level reads a DRAM-sized
+/// log while it writes 256 streams into DRAM-sized memory, more streams than a hardware
+/// prefetcher follows: without the hints, every fourth write to a stream waited for its line.
+/// A stream reaches its hinted line on average a thousand pairs later.
+fn place<const HINTED: bool>(
     src: &[(u64, u64)],
     dst: &mut [(u64, u64)],
     ends: &mut [usize],
@@ -209,10 +221,13 @@ fn place_ahead<const AHEAD: usize>(
         ends[k] += ends[k - 1];
     }
     // ends[k] is where key k starts; advanced past each of its pairs, it ends where k does.
-    for &pair in src {
+    for (i, &pair) in src.iter().enumerate() {
+        if HINTED {
+            prefetch(src.as_ptr().wrapping_add(i + SOURCE_AHEAD).cast());
+        }
         if let Some(c) = ends.get_mut(key(pair.0)) {
-            if AHEAD > 0 {
-                prefetch(dst.as_ptr().wrapping_add(*c + AHEAD).cast());
+            if HINTED {
+                prefetch(dst.as_ptr().wrapping_add(*c + STREAM_AHEAD).cast());
             }
             if let Some(slot) = dst.get_mut(*c) {
                 *slot = pair;
