@@ -132,9 +132,10 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     // The epoch rings: one link per worker. Each worker builds its own pipeline (its ring's
     // buffers, backed, and its carry) on its own lcore, so that their pages are first touched
     // there and live on its NUMA node; the harvester's accumulators are the control thread's.
-    // The builds run before any port starts: writing a ring's reserved logs takes a good part
-    // of a second at the default sizes, and a started port would meanwhile take frames that
-    // nobody polls (its rx ring overflows) instead of showing its link down.
+    // The builds run before any port starts: writing a ring's reserved logs took up to about
+    // half a second here at the sizes of `configs/measure-trace.toml`, and a started port would
+    // meanwhile take frames that nobody polls (its rx ring overflows) instead of showing its
+    // link down.
     let mut links = Vec::new();
     let mut pipelines: Vec<Option<Pipeline>> = Vec::new();
     if let Some(t) = &template {

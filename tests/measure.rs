@@ -271,7 +271,7 @@ fn appliance_equals_offline(workers: usize) -> std::process::Output {
     output
 }
 
-/// Asserts that each of `workers` queues built its epoch buffers, on its own lcore, before the
+/// Asserts that every queue q built its epoch buffers on its own lcore (`lcores[q]`) before the
 /// first port started: a started port whose worker is still building would take frames that
 /// nobody polls.
 fn assert_built_before_ports_started(output: &std::process::Output, lcores: &[u32]) {

@@ -3,9 +3,10 @@
 //! A worker's pipeline holds its epoch ring (every buffer's synopses, with the reserved logs
 //! written once so that no page fault waits on the data path; `Synopsis::back_reserved`) and its
 //! carry. Built on the worker's lcore, its pages are first touched there and the kernel places
-//! them on that lcore's NUMA node. Built before the ports start, the build's time (a good part
-//! of a second at the default sizes) is not spent with a started port whose rx ring nobody
-//! polls: a NIC shows its link down until then instead of taking frames it must drop.
+//! them on that lcore's NUMA node. Built before the ports start, the build's time (up to about
+//! half a second here at the sizes of `configs/measure-trace.toml`) is not spent with a started
+//! port whose rx ring nobody polls: a NIC shows its link down until then instead of taking
+//! frames it must drop.
 
 use std::sync::Mutex;
 use std::time::Instant;
