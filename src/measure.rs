@@ -12,6 +12,7 @@ use wirelat_control::sink::{EpochSink, RouteSink};
 use wirelat_dataplane::pipeline::EpochSynopses;
 use wirelat_dataplane::synopsis::estimate::{Estimate, Measured};
 use wirelat_dataplane::synopsis::lds::flows::ENTRY_BYTES as FLOW_ENTRY_BYTES;
+use wirelat_dataplane::synopsis::rda::log::ENTRY_BYTES as PACKET_ENTRY_BYTES;
 
 /// Logs what will be measured: point, segments, epochs, clock, overrun policy and the
 /// fingerprint of every enabled synopsis (operators compare them between the two points).
@@ -71,7 +72,7 @@ pub fn check_memory(config: &Config, workers: usize) -> anyhow::Result<()> {
         let set = config.synopsis_set();
         return Err(crate::offline::BadInput(format!(
             "the workers' reserved logs alone need {} MiB ({workers} workers × [epochs] ring {} × 2 directions × \
-             ([synopses.rda] cache_capacity {} × 16 B + [synopses.lds] flow_capacity {} × {FLOW_ENTRY_BYTES} B), \
+             ([synopses.rda] cache_capacity {} × {PACKET_ENTRY_BYTES} B + [synopses.lds] flow_capacity {} × {FLOW_ENTRY_BYTES} B), \
              plus RDA's merged caches) but this machine has {} MiB of memory and swap: lower cache_capacity, \
              flow_capacity, ring or the worker count",
             need >> 20,

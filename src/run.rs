@@ -20,7 +20,7 @@ use wirelat_dataplane::dpdk::{
 };
 use wirelat_dataplane::epoch::{EpochClock, EpochLink};
 use wirelat_dataplane::measuring::MeasuringHook;
-use wirelat_dataplane::pipeline::{CounterSnapshot, Pipeline, SharedCounters};
+use wirelat_dataplane::pipeline::{CounterSnapshot, SharedCounters};
 use wirelat_dataplane::stamp_delay::{SharedStampDelay, StampDelay};
 use wirelat_dataplane::worker::{self, Direction, ForwardOnly, WorkerCounters, WorkerSettings};
 
@@ -116,7 +116,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     measure::log_measurement(config, "run");
     // Everything that can fail on the configuration fails before the EAL starts.
     measure::check_memory(config, usize::from(config.queues()))?;
-    let template = measuring.then(|| measure::epoch_template(config).map(Arc::new)).transpose()?;
+    let template = measuring.then(|| measure::epoch_template(config)).transpose()?;
     let mut publisher = measuring.then(|| measure::publisher(config, false)).transpose()?;
     let exposed = Exposed::start(config, "run")?;
 
@@ -137,7 +137,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     // meanwhile take frames that nobody polls (its rx ring overflows) instead of showing its
     // link down.
     let mut links = Vec::new();
-    let mut pipelines: Vec<Option<Pipeline>> = Vec::new();
+    let mut pipelines = Vec::new().into_iter();
     if let Some(t) = &template {
         let clock = EpochClock::new(config.epochs.length_ns()).context("epoch length is 0")?;
         let mut pending = Vec::with_capacity(usize::from(queues));
@@ -146,8 +146,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
             links.push(link);
             pending.push(writer);
         }
-        pipelines =
-            build::build_pipelines(&eal, &lcores, pending, t, config)?.into_iter().map(Some).collect();
+        pipelines = build::build_pipelines(&eal, &lcores, pending, t, config)?.into_iter();
     }
 
     let pool = Mempool::new(
@@ -195,7 +194,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         idle_sleep: Duration::from_micros(u64::from(config.workers.idle_sleep_us)),
     };
 
-    let mut harvester = template.map(|t| Harvester::new(links, move || (*t).clone()));
+    let mut harvester = template.map(|t| Harvester::new(links, move || t.clone()));
 
     // Worker q: port0 rx q -> port1 tx q, and port1 rx q -> port0 tx q.
     let mut jobs = Vec::with_capacity(usize::from(queues));
@@ -209,7 +208,7 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         let stamp_delay: &SharedStampDelay = &stamp_delays[usize::from(q)];
         let stop = &*stop;
         let abort = &abort;
-        let measurement = match (&clocks, pipelines.get_mut(usize::from(q)).and_then(Option::take)) {
+        let measurement = match (&clocks, pipelines.next()) {
             (Some(c), Some(pipeline)) => Some((pipeline, c)),
             _ => None,
         };

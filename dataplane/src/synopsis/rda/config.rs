@@ -176,10 +176,10 @@ impl RdaConfig {
         Self { binding: Binding::late(), ..Self::online(banks, 1, cache_capacity) }
     }
 
-    /// Memory a worker shard's packet log reserves: 16 B per packet of `cache_capacity`,
-    /// whether or not traffic fills it.
+    /// Memory a worker shard's packet log reserves: [`super::log::ENTRY_BYTES`] per packet of
+    /// `cache_capacity`, whether or not traffic fills it.
     pub fn log_bytes(&self) -> u64 {
-        self.cache_capacity.saturating_mul(16)
+        self.cache_capacity.saturating_mul(super::log::ENTRY_BYTES as u64)
     }
 
     /// Most bytes one buffer uses: the cache's slot table (16 B per slot, the next power of

@@ -11,6 +11,9 @@
 /// Buckets of [`PacketLog::top_counts`]: one per value of an id's top byte.
 pub const TOP_BUCKETS: usize = 256;
 
+/// Bytes one logged packet takes: its (id, timestamp) pair.
+pub const ENTRY_BYTES: usize = std::mem::size_of::<(u64, u64)>();
+
 /// A fixed-capacity append-only log. The capacity is reserved up front and never grown: a
 /// push past it is refused, so the hot path never allocates.
 ///
@@ -25,8 +28,8 @@ pub struct PacketLog {
 }
 
 impl PacketLog {
-    /// A log for at most `capacity` packets. Reserves 16 B per packet of address space; the
-    /// pages are only touched (and backed) as the log fills, or all at once by
+    /// A log for at most `capacity` packets. Reserves [`ENTRY_BYTES`] per packet of address
+    /// space; the pages are only touched (and backed) as the log fills, or all at once by
     /// [`PacketLog::back_reserved`].
     pub fn new(capacity: usize) -> Self {
         Self { entries: Vec::with_capacity(capacity), capacity, top_counts: [0; TOP_BUCKETS] }
