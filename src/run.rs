@@ -20,7 +20,7 @@ use wirelat_dataplane::dpdk::{
 };
 use wirelat_dataplane::epoch::{EpochClock, EpochLink};
 use wirelat_dataplane::measuring::MeasuringHook;
-use wirelat_dataplane::pipeline::{CounterSnapshot, SharedCounters};
+use wirelat_dataplane::pipeline::{CounterSnapshot, OverrunPolicy, SharedCounters};
 use wirelat_dataplane::stamp_delay::{SharedStampDelay, StampDelay};
 use wirelat_dataplane::worker::{self, Direction, ForwardOnly, WorkerCounters, WorkerSettings};
 
@@ -117,7 +117,13 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     // Everything that can fail on the configuration fails before the EAL starts.
     measure::check_memory(config, usize::from(config.queues()))?;
     let template = measuring.then(|| measure::epoch_template(config)).transpose()?;
-    let mut publisher = measuring.then(|| measure::publisher(config, false)).transpose()?;
+    // A replay whose workers wait for the control thread (`overrun = "wait"`: nothing of the
+    // input may be skipped) may as well wait for the peer: otherwise a peer that fell a queue's
+    // worth of epochs behind lost them as `queue_full` (the demo's 16-MB COLATE bodies filled
+    // the 512-MiB queue at its 16th epoch). Live (`skip`), the workers must keep draining the
+    // wire, so a full queue gives epochs up, counted.
+    let backpressure = config.epochs.overrun == OverrunPolicy::Wait;
+    let mut publisher = measuring.then(|| measure::publisher(config, backpressure)).transpose()?;
     let exposed = Exposed::start(config, "run")?;
 
     check_interfaces(config)?;

@@ -308,6 +308,31 @@ fn two_workers_measure_exactly_what_offline_measures() {
     assert_built_before_ports_started(&output, &[1, 2]);
 }
 
+/// A trace replay (`overrun = "wait"`) ships with backpressure: through a queue to the peer
+/// that holds one epoch synopsis, nothing is given up, as its workers wait for the control
+/// thread too. (Without it, the demo lost COLATE epochs as `queue_full` once the peer fell 16
+/// epochs behind; here nearly every epoch went, and the run exited 1.) The collector knows
+/// none of these segments, so it acknowledges each synopsis as it arrives.
+#[test]
+fn a_trace_replay_waits_for_the_peer_instead_of_giving_epochs_up() {
+    let dir = scratch();
+    let d = dir.path();
+    let pcaps = trace(d);
+    let key = write_key(d);
+    let collector = Collector::start(&collector_config(d, &key, SYNOPSES));
+    let extra = format!(
+        "[epochs]\nlength_ms = 50\noverrun = \"wait\"\n[ship]\npeer = \"{}\"\nkey_file = \"{}\"\n\
+         queue_messages = 1\nbackoff_initial_ms = 20\nclose_timeout_ms = 30000\n",
+        collector.addr,
+        key.display()
+    );
+    let (_, output) = appliance_in(d, "shipped", &pcaps, 1, "", &extra);
+    let log = String::from_utf8_lossy(&output.stderr);
+    let closed = log.lines().find(|l| l.contains("network sink closed")).unwrap_or_else(|| panic!("{log}"));
+    assert!(closed.contains("given_up=0") && !closed.contains("delivered=0 "), "{closed}");
+    collector.stop();
+}
+
 #[test]
 fn a_slow_control_thread_causes_counted_overruns_and_no_stall() {
     let dir = scratch();
