@@ -6,9 +6,10 @@
 //!
 //! Run: `cargo bench --no-default-features --bench rda`
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rand::{Rng, SeedableRng};
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wirelat_dataplane::packet::FlowKey;
 use wirelat_dataplane::synopsis::rda::sim::{TraceSpec, generate};
@@ -164,6 +165,7 @@ fn bench_epoch_end(c: &mut Criterion) {
 /// where ids were inserted one by one (the direct path, and the control thread before W17).
 fn bench_retention(c: &mut Criterion) {
     use wirelat_control::ship::retain::RetainedCaches;
+    use wirelat_control::sink::RdaPairs;
     use wirelat_control::wire::CacheRef;
     let mut g = c.benchmark_group("rda_retain_and_first_lookup_1M");
     g.sample_size(10);
@@ -185,13 +187,35 @@ fn bench_retention(c: &mut Criterion) {
             let mut epoch = 0;
             b.iter(|| {
                 epoch += 1;
-                store.retain(0, epoch, rda.cache());
+                store.retain(0, epoch, RdaPairs::Cache(rda.cache()));
                 let answer = store.lookup(&CacheRef { point: 1, segment: 0, epoch }, black_box(&ids));
                 store.release(0, epoch);
                 answer
             })
         });
     }
+    // What the publisher does since the run is moved (`Publisher::retain_rda_cache`): trade
+    // the store's spare buffer for the run, share it, and the release makes it the next spare.
+    // The settled epoch is cloned for each iteration outside the timing.
+    g.bench_function("sorted_run_moved", |b| {
+        let mut store = RetainedCaches::new(1, None, Duration::from_secs(60), u64::MAX);
+        let mut epoch = 0;
+        b.iter_batched_ref(
+            || run.clone(),
+            |rda| {
+                epoch += 1;
+                let mut buf = store.spare_run(rda.cache().run_capacity()).unwrap_or_default();
+                assert!(rda.swap_run(&mut buf));
+                let moved = Arc::new(buf);
+                store.retain(0, epoch, RdaPairs::Run(&moved));
+                drop(moved);
+                let answer = store.lookup(&CacheRef { point: 1, segment: 0, epoch }, black_box(&ids));
+                store.release(0, epoch);
+                answer
+            },
+            BatchSize::PerIteration,
+        )
+    });
     g.finish();
 }
 

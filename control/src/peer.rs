@@ -24,7 +24,7 @@ use crate::report::metrics::{self, Metrics};
 use crate::report::records::RecordSink;
 use crate::ship::queue::{Queue, QueueLimits};
 use crate::ship::retain::RetainedCaches;
-use crate::sink::{EpochMessage, EpochSink};
+use crate::sink::{EpochMessage, EpochSink, RdaPairs};
 use crate::wire::{DEFAULT_MAX_BODY_BYTES, EpochFrame, Message, MessageKey};
 pub use config::{PeerConfig, PeerConfigError, SegmentInfo};
 use crossbeam::channel::{Sender, bounded, unbounded};
@@ -37,7 +37,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use thiserror::Error;
-use wirelat_dataplane::synopsis::rda::TimestampCache;
 
 /// The connection id of a point running in this process (remote connections count from 0).
 const LOCAL_CONN: u64 = u64::MAX;
@@ -362,8 +361,12 @@ impl EpochSink for LocalPeerSink {
         });
     }
 
-    fn retain_rda_cache(&mut self, segment: u32, epoch: u64, cache: &TimestampCache) {
-        lock(&self.local.caches).retain(segment, epoch, cache);
+    fn retain_rda_cache(&mut self, segment: u32, epoch: u64, pairs: RdaPairs<'_>) {
+        lock(&self.local.caches).retain(segment, epoch, pairs);
+    }
+
+    fn spare_rda_run(&mut self, min_pairs: usize) -> Option<Vec<(u64, u64)>> {
+        lock(&self.local.caches).spare_run(min_pairs)
     }
 
     fn progress(&mut self, passed_epoch: u64) {

@@ -6,6 +6,7 @@
 //! on the [`EpochSynopses`] the harvester merged.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use thiserror::Error;
 use tracing::warn;
@@ -13,12 +14,12 @@ use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::pipeline::{Direction, EpochSynopses, SynopsisSet};
 use wirelat_dataplane::synopsis::colate::{AccumulateError, Colate, EpochAccumulator};
 use wirelat_dataplane::synopsis::fridge;
-use wirelat_dataplane::synopsis::rda::TimestampCache;
+use wirelat_dataplane::synopsis::rda::Rda;
 use wirelat_dataplane::synopsis::{ConfigError, Synopsis, SynopsisConfig, SynopsisKind};
 
 use crate::colate_archive::{ArchiveError, ArchiveHeader, ArchiveWriter};
 use crate::control_side::{self, PublishAt};
-use crate::sink::{EpochMessage, EpochSink, Harvested, LOCAL_SEGMENT, Summary, SynopsisSummary};
+use crate::sink::{EpochMessage, EpochSink, Harvested, LOCAL_SEGMENT, RdaPairs, Summary, SynopsisSummary};
 use crate::synopses::peer_fingerprint_of;
 
 /// Who measured: the point id and the segment id of each direction.
@@ -189,10 +190,23 @@ impl Publisher {
         self.ids.segment(d)
     }
 
-    /// Hands RDA's merged cache of `at`'s epoch and segment to every sink to retain.
-    pub(crate) fn retain_rda_cache(&mut self, at: &PublishAt, cache: &TimestampCache) {
-        for sink in &mut self.sinks {
-            sink.retain_rda_cache(at.segment, at.epoch, cache);
+    /// Hands RDA's merged (settled) cache of `at`'s epoch and segment to every sink to retain.
+    /// When it is a sorted run and a sink has a spare buffer for it, the run is moved out of
+    /// `rda` (which files its next epoch into the spare) and shared: no sink copies it.
+    /// Otherwise each sink that keeps the pairs copies them from the cache, which stays.
+    pub(crate) fn retain_rda_cache(&mut self, at: &PublishAt, rda: &mut Rda) {
+        let need = rda.cache().run_capacity();
+        let mut spare =
+            if need > 0 { self.sinks.iter_mut().find_map(|s| s.spare_rda_run(need)) } else { None };
+        if spare.as_mut().is_some_and(|buf| rda.swap_run(buf)) {
+            let run = Arc::new(spare.take().unwrap_or_default());
+            for sink in &mut self.sinks {
+                sink.retain_rda_cache(at.segment, at.epoch, RdaPairs::Run(&run));
+            }
+        } else {
+            for sink in &mut self.sinks {
+                sink.retain_rda_cache(at.segment, at.epoch, RdaPairs::Cache(rda.cache()));
+            }
         }
         self.counters.rda_caches += 1;
     }

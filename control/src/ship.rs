@@ -33,7 +33,7 @@ pub use counters::{ConnectionCounts, FrameCounts, QueueCounts, ShipCounters};
 
 use crate::auth::PreSharedKey;
 use crate::conn::FrameWriter;
-use crate::sink::{EpochMessage, EpochSink};
+use crate::sink::{EpochMessage, EpochSink, RdaPairs};
 use crate::synopses::SynopsesConfig;
 use crate::wire::{EpochFrame, GiveUp, Message, MessageKey};
 use counters::{SharedConnectionCounts, SharedFrameCounts};
@@ -47,7 +47,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use wirelat_dataplane::packet::PacketConfig;
-use wirelat_dataplane::synopsis::rda::TimestampCache;
 
 /// A network sink could not be set up.
 #[derive(Debug, Error)]
@@ -179,6 +178,8 @@ impl NetworkSink {
             given_up = s.given_up.total(),
             not_crash_safe = c.queue.not_crash_safe,
             connections = c.connections.connections,
+            rda_caches_retained = c.rda.rda_caches_retained,
+            rda_runs_moved = c.rda.rda_runs_moved,
             "network sink closed"
         );
     }
@@ -383,8 +384,12 @@ impl EpochSink for NetworkSink {
         s.wake.notify_all();
     }
 
-    fn retain_rda_cache(&mut self, segment: u32, epoch: u64, cache: &TimestampCache) {
-        lock(&self.shared.retained).retain(segment, epoch, cache);
+    fn retain_rda_cache(&mut self, segment: u32, epoch: u64, pairs: RdaPairs<'_>) {
+        lock(&self.shared.retained).retain(segment, epoch, pairs);
+    }
+
+    fn spare_rda_run(&mut self, min_pairs: usize) -> Option<Vec<(u64, u64)>> {
+        lock(&self.shared.retained).spare_run(min_pairs)
     }
 
     fn progress(&mut self, passed_epoch: u64) {

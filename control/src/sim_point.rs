@@ -12,7 +12,7 @@
 //! Not on any hot path; no packet parsing (flow keys and identities are drawn directly).
 
 use crate::ship::{NetworkSink, ShipConfig};
-use crate::sink::{EpochMessage, EpochSink, LOCAL_SEGMENT};
+use crate::sink::{EpochMessage, EpochSink, LOCAL_SEGMENT, RdaPairs};
 use crate::synopses::{SynopsesConfig, peer_fingerprint_of};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -517,7 +517,7 @@ pub fn run(config: &Path, opts: RunOptions) -> Result<(), String> {
         let mut s = NetworkSink::new(cfg.point.id, &cfg.synopses, &cfg.packet, cfg.ship.clone())
             .map_err(|e| e.to_string())?;
         for (segment, epoch, cache) in held.drain(..) {
-            s.retain_rda_cache(segment, epoch, &cache);
+            s.retain_rda_cache(segment, epoch, RdaPairs::Cache(&cache));
         }
         Ok(s)
     };
@@ -538,7 +538,7 @@ pub fn run(config: &Path, opts: RunOptions) -> Result<(), String> {
                 None => sink.insert(start_sink(&mut held)?),
             };
             for (segment, cache) in &h.rda_caches {
-                sink.retain_rda_cache(*segment, h.epoch, cache);
+                sink.retain_rda_cache(*segment, h.epoch, RdaPairs::Cache(cache));
             }
             if rel < opts.from_epoch {
                 continue;

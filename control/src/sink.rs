@@ -7,8 +7,35 @@
 //! thread). Nothing here sees a packet.
 
 use serde::{Serialize, Serializer};
+use std::sync::Arc;
 use wirelat_dataplane::synopsis::SynopsisKind;
 use wirelat_dataplane::synopsis::rda::TimestampCache;
+
+/// An epoch's RDA (id, timestamp) pairs as the publisher hands them to the sinks to retain.
+#[derive(Clone, Copy, Debug)]
+pub enum RdaPairs<'a> {
+    /// The merged cache's sorted run, moved out of the accumulator (traded for a spare buffer,
+    /// [`EpochSink::spare_rda_run`]) and shared by every sink that keeps it: none copies it.
+    Run(&'a Arc<Vec<(u64, u64)>>),
+    /// The merged cache itself (its pairs in the table, or no spare buffer to trade): a sink
+    /// that keeps the pairs copies them.
+    Cache(&'a TimestampCache),
+}
+
+impl RdaPairs<'_> {
+    /// Ids held (excluded ones included).
+    pub fn len(&self) -> usize {
+        match self {
+            RdaPairs::Run(run) => run.len(),
+            RdaPairs::Cache(cache) => cache.len(),
+        }
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 /// Segment number used for single-point synopses (the fridge), which belong to no segment.
 pub const LOCAL_SEGMENT: u32 = 0;
@@ -99,9 +126,16 @@ pub trait EpochSink: Send {
     /// Takes one encoded epoch synopsis.
     fn deliver(&mut self, msg: &EpochMessage);
 
-    /// Keeps the RDA ID→timestamp cache of (`segment`, `epoch`) so the peer can look up the
-    /// timestamps of reconciled packets later. Sinks that serve no look-ups drop it.
-    fn retain_rda_cache(&mut self, _segment: u32, _epoch: u64, _cache: &TimestampCache) {}
+    /// Keeps the RDA ID→timestamp pairs of (`segment`, `epoch`) so the peer can look up the
+    /// timestamps of reconciled packets later. Sinks that serve no look-ups drop them.
+    fn retain_rda_cache(&mut self, _segment: u32, _epoch: u64, _pairs: RdaPairs<'_>) {}
+
+    /// A buffer with room for at least `min_pairs` pairs, for the publisher to trade for the
+    /// next epoch's sorted run ([`RdaPairs::Run`]): one that a released cache left. `None` by
+    /// default; then the publisher hands the cache over to be copied.
+    fn spare_rda_run(&mut self, _min_pairs: usize) -> Option<Vec<(u64, u64)>> {
+        None
+    }
 
     /// Every epoch below `passed_epoch` has been delivered, or had nothing to deliver: lets the
     /// peer tell an epoch without packets at this point from one still on its way. Optional:
@@ -157,10 +191,14 @@ impl<S: EpochSink> EpochSink for RouteSink<S> {
         }
     }
 
-    fn retain_rda_cache(&mut self, segment: u32, epoch: u64, cache: &TimestampCache) {
+    fn retain_rda_cache(&mut self, segment: u32, epoch: u64, pairs: RdaPairs<'_>) {
         if (self.owns)(segment) {
-            self.inner.retain_rda_cache(segment, epoch, cache);
+            self.inner.retain_rda_cache(segment, epoch, pairs);
         }
+    }
+
+    fn spare_rda_run(&mut self, min_pairs: usize) -> Option<Vec<(u64, u64)>> {
+        self.inner.spare_rda_run(min_pairs)
     }
 
     fn progress(&mut self, passed_epoch: u64) {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use wirelat_control::peer::{self, PeerConfig};
 use wirelat_control::ship::{NetworkSink, ShipConfig};
 use wirelat_control::sim_point::{Harvest, SimSegments, SimTraffic, simulate};
-use wirelat_control::sink::EpochSink;
+use wirelat_control::sink::{EpochSink, RdaPairs};
 use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::synopsis::lda::{self, Lda};
 use wirelat_dataplane::synopsis::rda::{self, LocalCache, PeelGuards, Rda, Side, TimestampCache};
@@ -62,7 +62,7 @@ fn segment_records(path: &Path) -> Estimates {
 fn feed(sink: &mut dyn EpochSink, h: Option<&Harvest>) {
     let Some(h) = h else { return };
     for (s, c) in &h.rda_caches {
-        sink.retain_rda_cache(*s, h.epoch, c);
+        sink.retain_rda_cache(*s, h.epoch, RdaPairs::Cache(c));
     }
     for m in &h.messages {
         sink.deliver(m);

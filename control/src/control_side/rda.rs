@@ -65,10 +65,12 @@ impl ControlSide for Rda {
         // cache left the reconciliation incomplete (seen in the end-to-end demo: "no_cache": 1,
         // mean off by 0.2 %).
         let msg = p.message(at, &*s, SynopsisSummary::Rda(harvest));
-        // The sinks copy the pairs they keep; the cache stays in the accumulator, whose reset
-        // clears it for the next epoch. (Moving it out cost a fresh 32-MiB table per epoch and
-        // direction: page faults that were a quarter of `offline`'s time.)
-        p.retain_rda_cache(at, s.cache());
+        // A sorted run moves out only in trade for a spare buffer a released cache left, so the
+        // next epoch files into memory already touched; otherwise the sinks copy the pairs they
+        // keep and the cache stays in the accumulator, whose reset clears it. (Moving the cache
+        // out for a fresh one cost a new 32-MiB table per epoch and direction: page faults that
+        // were a quarter of `offline`'s time.)
+        p.retain_rda_cache(at, s);
         p.send(&msg);
         Ok(())
     }

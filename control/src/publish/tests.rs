@@ -12,7 +12,7 @@ use wirelat_dataplane::synopsis::colate::ColateConfig;
 use wirelat_dataplane::synopsis::fridge::FridgeConfig;
 use wirelat_dataplane::synopsis::lda::{Lda, LdaConfig};
 use wirelat_dataplane::synopsis::lds::LdsConfig;
-use wirelat_dataplane::synopsis::rda::{Rda, RdaConfig, TimestampCache};
+use wirelat_dataplane::synopsis::rda::{Rda, RdaConfig};
 
 /// What a [`Collect`] sink was given: messages, retained caches (segment, epoch, ids), closed,
 /// and the RDA caches retained only after their epoch's message was delivered (a network peer
@@ -26,14 +26,14 @@ impl EpochSink for Collect {
     fn deliver(&mut self, msg: &EpochMessage) {
         self.0.lock().unwrap().0.push(msg.clone());
     }
-    fn retain_rda_cache(&mut self, segment: u32, epoch: u64, cache: &TimestampCache) {
+    fn retain_rda_cache(&mut self, segment: u32, epoch: u64, pairs: RdaPairs<'_>) {
         let mut got = self.0.lock().unwrap();
         let late =
             got.0.iter().any(|m| m.kind == SynopsisKind::Rda && m.segment == segment && m.epoch == epoch);
         if late {
             got.3.push((segment, epoch));
         }
-        got.1.push((segment, epoch, cache.len()));
+        got.1.push((segment, epoch, pairs.len()));
     }
     fn close(&mut self) {
         self.0.lock().unwrap().2 = true;
@@ -48,6 +48,87 @@ fn set() -> SynopsisSet {
         rda: Some(RdaConfig::online(2, 128, 1 << 12)),
         colate: Some(ColateConfig::new(101, 4, 40, u64::MAX / 4)),
     }
+}
+
+/// One retained pair set, as a [`Keep`] sink was given it.
+#[derive(Clone, Debug, PartialEq)]
+struct Kept {
+    segment: u32,
+    epoch: u64,
+    /// Given as a moved run ([`RdaPairs::Run`]), not as the cache.
+    moved: bool,
+    /// Sorted.
+    pairs: Vec<(u64, u64)>,
+}
+
+/// Keeps every RDA pair set it is given; with `trade`, offers a spare buffer full of stale
+/// pairs for each run.
+#[derive(Clone, Default)]
+struct Keep {
+    trade: bool,
+    kept: Arc<Mutex<Vec<Kept>>>,
+}
+impl EpochSink for Keep {
+    fn deliver(&mut self, _msg: &EpochMessage) {}
+    fn retain_rda_cache(&mut self, segment: u32, epoch: u64, pairs: RdaPairs<'_>) {
+        let (moved, mut pairs) = match pairs {
+            RdaPairs::Run(run) => (true, run.to_vec()),
+            RdaPairs::Cache(c) => (false, c.iter().collect::<Vec<_>>()),
+        };
+        pairs.sort_unstable();
+        self.kept.lock().unwrap().push(Kept { segment, epoch, moved, pairs });
+    }
+    fn spare_rda_run(&mut self, min_pairs: usize) -> Option<Vec<(u64, u64)>> {
+        self.trade.then(|| vec![(3, 3); min_pairs + 5])
+    }
+}
+
+/// The sample through the publisher (1-ms epochs, both ports) into `sinks`; the epochs.
+fn publish_sample(sinks: Vec<Box<dyn EpochSink>>) -> usize {
+    let set = set();
+    let ids = PointIds { point: 7, forward_segment: 11, reverse_segment: 12 };
+    let packet = PacketConfig { identity_seed: 5, ..PacketConfig::default() };
+    let mut publisher = Publisher::new(ids, 1_000_000, &set, &packet, None, sinks).unwrap();
+    let template = EpochSynopses::new(&set).unwrap();
+    let t = template.clone();
+    let (link, writer) = EpochLink::new(64, EpochClock::new(1_000_000).unwrap(), move || t.clone());
+    let mut p = Pipeline::new(packet.clone(), writer, set.new_carry(), OverrunPolicy::Wait);
+    let mut h = Harvester::new(vec![link], move || template.clone());
+    for (i, f) in sample::frames().iter().enumerate() {
+        p.process(i % 2, &f.data, f.ts_ns, &mut || panic!("64 buffers are enough"));
+    }
+    p.finish();
+    let mut epochs = 0;
+    h.poll(|e| {
+        publisher.publish(e.epoch, e.merged, e.shards, e.complete).unwrap();
+        epochs += 1;
+    })
+    .unwrap();
+    publisher.finish().unwrap();
+    epochs
+}
+
+/// Where a sink offers a spare buffer, every epoch's sorted run is moved out and shared by all
+/// sinks (none copies it), and the accumulator files the next epoch into the stale buffer it
+/// got in trade: every sink keeps exactly the pairs it keeps when nothing is traded.
+#[test]
+fn a_traded_run_reaches_every_sink_and_the_next_epochs_match_copying() {
+    let (copying, trading, second) =
+        (Keep::default(), Keep { trade: true, ..Keep::default() }, Keep::default());
+    let epochs = publish_sample(vec![Box::new(copying.clone())]);
+    assert_eq!(publish_sample(vec![Box::new(trading.clone()), Box::new(second.clone())]), epochs);
+    let (copied, traded, shared) =
+        (copying.kept.lock().unwrap(), trading.kept.lock().unwrap(), second.kept.lock().unwrap());
+    assert!(epochs >= 2 && copied.len() == 2 * epochs, "{epochs} epochs, {} caches", copied.len());
+    assert!(copied.iter().all(|c| !c.moved), "nothing moves without a spare");
+    let all_moved = |v: &[Kept]| v.iter().all(|c| c.moved != c.pairs.is_empty());
+    assert!(all_moved(&traded) && all_moved(&shared), "every run with pairs moved");
+    let total: usize = copied.iter().map(|c| c.pairs.len()).sum();
+    assert!(total > 10 && copied.iter().filter(|c| !c.pairs.is_empty()).count() >= 2, "{total} pairs");
+    assert_eq!(*traded, *shared);
+    let unflagged =
+        |v: &[Kept]| -> Vec<Kept> { v.iter().map(|c| Kept { moved: false, ..c.clone() }).collect() };
+    assert_eq!(unflagged(&traded), unflagged(&copied));
 }
 
 #[test]
@@ -231,6 +312,7 @@ fn ship_counters(k: u64) -> crate::ship::ShipCounters {
             rda_lookup_ids: 20 * k,
             rda_lookup_misses: 21 * k,
             rda_binds: 22 * k,
+            rda_runs_moved: 23 * k,
         },
     }
 }
@@ -252,7 +334,7 @@ fn ship_counters_sum_every_counter_over_the_network_sinks() {
     let want = serde_json::to_value(ship_counters(101)).unwrap();
     assert_eq!(got, want);
     let obj = got.as_object().unwrap();
-    assert_eq!(obj.len(), 21, "every counter of ShipCounters is in the comparison: {got}");
+    assert_eq!(obj.len(), 22, "every counter of ShipCounters is in the comparison: {got}");
 
     let mut with_other_reason = ship_counters(1);
     with_other_reason.given_up = vec![("too_old", 1), ("spill_failed", 2)];

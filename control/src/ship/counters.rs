@@ -120,7 +120,7 @@ mod tests {
                 r#""not_crash_safe":0,"connections":0,"connect_failures":0,"rejected_by_peer":0,"#,
                 r#""rda_caches_retained":0,"rda_caches_expired":0,"rda_caches_evicted":0,"#,
                 r#""rda_caches_released":0,"rda_lookups":0,"rda_lookup_ids":0,"#,
-                r#""rda_lookup_misses":0,"rda_binds":0}"#
+                r#""rda_lookup_misses":0,"rda_binds":0,"rda_runs_moved":0}"#
             )
         );
     }

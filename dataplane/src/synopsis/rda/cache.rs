@@ -250,6 +250,30 @@ impl TimestampCache {
         if self.in_run || self.len == 0 { Some(self.run_pairs()) } else { None }
     }
 
+    /// Pairs the sorted run's buffer holds room for (0 while the pairs are in the table): what a
+    /// buffer handed to [`TimestampCache::swap_run`] should hold so the next filing does not
+    /// grow it.
+    pub fn run_capacity(&self) -> usize {
+        if self.in_run { self.run.capacity() } else { 0 }
+    }
+
+    /// Moves the sorted run out instead of copying it: when the pairs are a run, `buf` and the
+    /// run's buffer trade places, `buf` then holds exactly the run's pairs (sorted by id, as
+    /// [`TimestampCache::sorted_pairs`] gave them) and this cache is empty, with `buf`'s old
+    /// allocation as the buffer its next filing sorts into (its contents are never read).
+    /// False, nothing changed, when the pairs are in the table or there are none. The run is
+    /// an epoch's whole log (16 B per packet): a retained copy of it was a second pass over
+    /// that memory, and a fresh allocation, every epoch.
+    pub fn swap_run(&mut self, buf: &mut Vec<(u64, u64)>) -> bool {
+        if !self.in_run || self.len == 0 {
+            return false;
+        }
+        std::mem::swap(&mut self.run, buf);
+        buf.truncate(self.len);
+        self.clear();
+        true
+    }
+
     /// The run's pairs (empty unless `in_run`).
     fn run_pairs(&self) -> &[(u64, u64)] {
         if self.in_run { self.run.get(..self.len).unwrap_or_default() } else { &[] }
@@ -418,6 +442,40 @@ mod tests {
         let too_many: Vec<(u64, u64)> = (1..=601u64).map(|i| (i, i)).collect();
         assert!(!bulk.file_sorted(&too_many, None, |_, _| {}));
         assert!(bulk.is_empty());
+    }
+
+    /// Moving the run out gives the pairs a copy would have, leaves the cache empty, and the
+    /// traded buffer (stale pairs in it, too small or large enough) serves the next filing,
+    /// which then equals a fresh cache's. A table or an empty cache is not moved.
+    #[test]
+    fn a_run_moved_out_is_the_copy_and_the_traded_buffer_files_the_next_epoch() {
+        let epoch = |k: u64| -> Vec<(u64, u64)> {
+            let mut v: Vec<(u64, u64)> = (1..=700u64)
+                .map(|i| ((i + 1000 * k).wrapping_mul(0x2545_f491_4f6c_dd1d) | 1, i + k))
+                .collect();
+            v.push(v[5]);
+            v
+        };
+        for stale in [Vec::new(), vec![(9, 9); 3], vec![(7, 7); 2000]] {
+            let mut c = TimestampCache::new(1000, 5);
+            assert!(c.file_sorted(&epoch(1), None, |_, _| {}));
+            let want = c.sorted_pairs().expect("a run").to_vec();
+            let mut buf = stale.clone();
+            assert!(c.swap_run(&mut buf));
+            assert_eq!(buf, want, "the moved pairs are the run");
+            assert!(c.is_empty() && c.get(want[0].0).is_none() && c.excluded() == 0);
+            assert!(!c.swap_run(&mut buf), "nothing left to move");
+            assert!(c.file_sorted(&epoch(2), None, |_, _| {}));
+            let mut fresh = TimestampCache::new(1000, 5);
+            assert!(fresh.file_sorted(&epoch(2), None, |_, _| {}));
+            assert_eq!(c, fresh);
+            assert_eq!(c.sorted_pairs(), fresh.sorted_pairs());
+        }
+        let mut table = TimestampCache::new(100, 5);
+        table.insert(3, 4);
+        let mut buf = vec![(1, 1)];
+        assert!(!table.swap_run(&mut buf));
+        assert_eq!((buf, table.len(), table.run_capacity()), (vec![(1, 1)], 1, 0));
     }
 
     #[test]

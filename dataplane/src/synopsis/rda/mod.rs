@@ -334,6 +334,14 @@ impl Rda {
         &self.cache
     }
 
+    /// Moves the filed cache's sorted run into `buf` ([`TimestampCache::swap_run`]): for
+    /// retention after [`Rda::settle`], when the counters and the encoding are final. The
+    /// cache is empty afterwards, the counters stay. False, nothing moved, when the cache is a
+    /// table or holds nothing.
+    pub fn swap_run(&mut self, buf: &mut Vec<(u64, u64)>) -> bool {
+        self.cache.swap_run(buf)
+    }
+
     /// Moves the cache out for retention (to answer the peer's look-ups), leaving an empty
     /// cache of the same capacity (logged packets are filed first). Allocates: control thread
     /// only.

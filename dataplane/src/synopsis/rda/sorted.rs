@@ -70,6 +70,10 @@ impl Sorter {
     ) -> Collapsed {
         let n = src.len();
         if out.len() < n {
+            // Exactly: `out` is a cache's run, and a retained copy of it is made with the same
+            // room so that it can come back as the next epoch's buffer (amortised growth would
+            // leave up to twice the pairs' memory in every retained cache).
+            out.reserve_exact(n - out.len());
             out.resize(n, (0, 0));
         }
         let mut ends = [0usize; TOP_BUCKETS + 1];
