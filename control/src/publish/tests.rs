@@ -83,12 +83,24 @@ impl EpochSink for Keep {
     }
 }
 
-/// The sample through the publisher (1-ms epochs, both ports) into `sinks`; the epochs.
-fn publish_sample(sinks: Vec<Box<dyn EpochSink>>) -> usize {
+/// The point of [`publish_sample`].
+const SAMPLE_IDS: PointIds = PointIds { point: 7, forward_segment: 11, reverse_segment: 12 };
+
+/// The packet settings of [`publish_sample`].
+fn sample_packet() -> PacketConfig {
+    PacketConfig { identity_seed: 5, ..PacketConfig::default() }
+}
+
+/// The sample frames, 100 µs apart (several 1-ms epochs), alternately on both ports, through
+/// the publisher of [`set`] into `sinks` (COLATE archived in `archive`, if given). Returns the
+/// epochs published, the packets the packet layer measured, and the finished publisher.
+fn publish_sample(
+    archive: Option<&std::path::Path>,
+    sinks: Vec<Box<dyn EpochSink>>,
+) -> (usize, u64, Publisher) {
     let set = set();
-    let ids = PointIds { point: 7, forward_segment: 11, reverse_segment: 12 };
-    let packet = PacketConfig { identity_seed: 5, ..PacketConfig::default() };
-    let mut publisher = Publisher::new(ids, 1_000_000, &set, &packet, None, sinks).unwrap();
+    let packet = sample_packet();
+    let mut publisher = Publisher::new(SAMPLE_IDS, 1_000_000, &set, &packet, archive, sinks).unwrap();
     let template = EpochSynopses::new(&set).unwrap();
     let t = template.clone();
     let (link, writer) = EpochLink::new(64, EpochClock::new(1_000_000).unwrap(), move || t.clone());
@@ -105,7 +117,7 @@ fn publish_sample(sinks: Vec<Box<dyn EpochSink>>) -> usize {
     })
     .unwrap();
     publisher.finish().unwrap();
-    epochs
+    (epochs, p.snapshot().measured, publisher)
 }
 
 /// Where a sink offers a spare buffer, every epoch's sorted run is moved out and shared by all
@@ -115,8 +127,8 @@ fn publish_sample(sinks: Vec<Box<dyn EpochSink>>) -> usize {
 fn a_traded_run_reaches_every_sink_and_the_next_epochs_match_copying() {
     let (copying, trading, second) =
         (Keep::default(), Keep { trade: true, ..Keep::default() }, Keep::default());
-    let epochs = publish_sample(vec![Box::new(copying.clone())]);
-    assert_eq!(publish_sample(vec![Box::new(trading.clone()), Box::new(second.clone())]), epochs);
+    let (epochs, ..) = publish_sample(None, vec![Box::new(copying.clone())]);
+    assert_eq!(publish_sample(None, vec![Box::new(trading.clone()), Box::new(second.clone())]).0, epochs);
     let (copied, traded, shared) =
         (copying.kept.lock().unwrap(), trading.kept.lock().unwrap(), second.kept.lock().unwrap());
     assert!(epochs >= 2 && copied.len() == 2 * epochs, "{epochs} epochs, {} caches", copied.len());
@@ -134,31 +146,10 @@ fn a_traded_run_reaches_every_sink_and_the_next_epochs_match_copying() {
 #[test]
 fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
     let set = set();
-    let ids = PointIds { point: 7, forward_segment: 11, reverse_segment: 12 };
+    let (ids, packet) = (SAMPLE_IDS, sample_packet());
     let dir = tempfile::tempdir().unwrap();
     let sink = Collect::default();
-    let packet = PacketConfig { identity_seed: 5, ..PacketConfig::default() };
-    let mut publisher =
-        Publisher::new(ids, 1_000_000, &set, &packet, Some(dir.path()), vec![Box::new(sink.clone())])
-            .unwrap();
-    let template = EpochSynopses::new(&set).unwrap();
-    let t = template.clone();
-    let (link, writer) = EpochLink::new(64, EpochClock::new(1_000_000).unwrap(), move || t.clone());
-    let mut p = Pipeline::new(packet.clone(), writer, set.new_carry(), OverrunPolicy::Wait);
-    let mut h = Harvester::new(vec![link], move || template.clone());
-    // The sample frames, 100 µs apart (several 1 ms epochs), alternately on both ports.
-    let frames = sample::frames();
-    for (i, f) in frames.iter().enumerate() {
-        p.process(i % 2, &f.data, f.ts_ns, &mut || panic!("64 buffers are enough"));
-    }
-    p.finish();
-    let mut epochs = 0;
-    h.poll(|e| {
-        publisher.publish(e.epoch, e.merged, e.shards, e.complete).unwrap();
-        epochs += 1;
-    })
-    .unwrap();
-    publisher.finish().unwrap();
+    let (epochs, sample_measured, publisher) = publish_sample(Some(dir.path()), vec![Box::new(sink.clone())]);
     assert!(epochs >= 2, "{epochs}");
     let got = sink.0.lock().unwrap();
     let (msgs, caches, closed) = (&got.0, &got.1, got.2);
@@ -215,7 +206,7 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
             other => panic!("{other:?}"),
         })
         .sum();
-    assert_eq!(measured, p.snapshot().measured);
+    assert_eq!(measured, sample_measured);
     // One cache per epoch and direction, holding that direction's packets, retained before the
     // epoch's RDA message went out.
     assert_eq!(caches.len(), epochs * 2);
