@@ -365,7 +365,7 @@ impl EpochSink for LocalPeerSink {
         lock(&self.local.caches).retain(segment, epoch, pairs);
     }
 
-    fn spare_rda_run(&mut self, min_pairs: usize) -> Option<Vec<(u64, u64)>> {
+    fn spare_rda_run(&mut self, _segment: u32, min_pairs: usize) -> Option<Vec<(u64, u64)>> {
         lock(&self.local.caches).spare_run(min_pairs)
     }
 

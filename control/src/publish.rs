@@ -196,8 +196,11 @@ impl Publisher {
     /// Otherwise each sink that keeps the pairs copies them from the cache, which stays.
     pub(crate) fn retain_rda_cache(&mut self, at: &PublishAt, rda: &mut Rda) {
         let need = rda.cache().run_capacity();
-        let mut spare =
-            if need > 0 { self.sinks.iter_mut().find_map(|s| s.spare_rda_run(need)) } else { None };
+        let mut spare = if need > 0 {
+            self.sinks.iter_mut().find_map(|s| s.spare_rda_run(at.segment, need))
+        } else {
+            None
+        };
         if spare.as_mut().is_some_and(|buf| rda.swap_run(buf)) {
             let run = Arc::new(spare.take().unwrap_or_default());
             for sink in &mut self.sinks {

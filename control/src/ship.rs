@@ -388,7 +388,7 @@ impl EpochSink for NetworkSink {
         lock(&self.shared.retained).retain(segment, epoch, pairs);
     }
 
-    fn spare_rda_run(&mut self, min_pairs: usize) -> Option<Vec<(u64, u64)>> {
+    fn spare_rda_run(&mut self, _segment: u32, min_pairs: usize) -> Option<Vec<(u64, u64)>> {
         lock(&self.shared.retained).spare_run(min_pairs)
     }
 

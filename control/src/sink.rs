@@ -131,9 +131,10 @@ pub trait EpochSink: Send {
     fn retain_rda_cache(&mut self, _segment: u32, _epoch: u64, _pairs: RdaPairs<'_>) {}
 
     /// A buffer with room for at least `min_pairs` pairs, for the publisher to trade for the
-    /// next epoch's sorted run ([`RdaPairs::Run`]): one that a released cache left. `None` by
-    /// default; then the publisher hands the cache over to be copied.
-    fn spare_rda_run(&mut self, _min_pairs: usize) -> Option<Vec<(u64, u64)>> {
+    /// sorted run of an epoch of `segment` ([`RdaPairs::Run`]): one that a released cache left.
+    /// `None` by default (and from a sink that keeps nothing of `segment`: a run moved for no
+    /// keeper would only be freed); then the publisher hands the cache over to be copied.
+    fn spare_rda_run(&mut self, _segment: u32, _min_pairs: usize) -> Option<Vec<(u64, u64)>> {
         None
     }
 
@@ -197,8 +198,8 @@ impl<S: EpochSink> EpochSink for RouteSink<S> {
         }
     }
 
-    fn spare_rda_run(&mut self, min_pairs: usize) -> Option<Vec<(u64, u64)>> {
-        self.inner.spare_rda_run(min_pairs)
+    fn spare_rda_run(&mut self, segment: u32, min_pairs: usize) -> Option<Vec<(u64, u64)>> {
+        if (self.owns)(segment) { self.inner.spare_rda_run(segment, min_pairs) } else { None }
     }
 
     fn progress(&mut self, passed_epoch: u64) {

@@ -78,7 +78,7 @@ impl EpochSink for Keep {
         pairs.sort_unstable();
         self.kept.lock().unwrap().push(Kept { segment, epoch, moved, pairs });
     }
-    fn spare_rda_run(&mut self, min_pairs: usize) -> Option<Vec<(u64, u64)>> {
+    fn spare_rda_run(&mut self, _segment: u32, min_pairs: usize) -> Option<Vec<(u64, u64)>> {
         self.trade.then(|| vec![(3, 3); min_pairs + 5])
     }
 }
@@ -141,6 +141,21 @@ fn a_traded_run_reaches_every_sink_and_the_next_epochs_match_copying() {
     let unflagged =
         |v: &[Kept]| -> Vec<Kept> { v.iter().map(|c| Kept { moved: false, ..c.clone() }).collect() };
     assert_eq!(unflagged(&traded), unflagged(&copied));
+}
+
+/// A routed sink offers spares only for its own segments: another segment's run is not moved
+/// (it would be moved for no keeper and freed), so the unrouted sink copies it.
+#[test]
+fn only_a_sink_that_keeps_the_segment_trades_its_run() {
+    let (trading, everything) = (Keep { trade: true, ..Keep::default() }, Keep::default());
+    let routed = crate::sink::RouteSink::new(trading.clone(), |segment| segment == 11);
+    publish_sample(None, vec![Box::new(routed), Box::new(everything.clone())]);
+    let (traded, all) = (trading.kept.lock().unwrap(), everything.kept.lock().unwrap());
+    assert!(!traded.is_empty() && traded.iter().all(|c| c.segment == 11));
+    for c in all.iter().filter(|c| !c.pairs.is_empty()) {
+        assert_eq!(c.moved, c.segment == 11, "{} {}", c.segment, c.epoch);
+    }
+    assert!(all.iter().any(|c| c.segment == 12 && !c.pairs.is_empty()));
 }
 
 #[test]
