@@ -204,7 +204,7 @@ fn bench_retention(c: &mut Criterion) {
             || run.clone(),
             |rda| {
                 epoch += 1;
-                let mut buf = store.spare_run(rda.cache().run_capacity()).unwrap_or_default();
+                let mut buf = store.spare_run(rda.cache().run_room()).unwrap_or_default();
                 assert!(rda.swap_run(&mut buf));
                 let moved = Arc::new(buf);
                 store.retain(0, epoch, RdaPairs::Run(&moved));

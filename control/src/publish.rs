@@ -195,7 +195,9 @@ impl Publisher {
     /// `rda` (which files its next epoch into the spare) and shared: no sink copies it.
     /// Otherwise each sink that keeps the pairs copies them from the cache, which stays.
     pub(crate) fn retain_rda_cache(&mut self, at: &PublishAt, rda: &mut Rda) {
-        let need = rda.cache().run_capacity();
+        // Moved only where the run fills at least half its buffer (`run_room`): a retained run
+        // then holds at most twice its pairs' memory.
+        let need = rda.cache().run_room();
         let mut spare = if need > 0 {
             self.sinks.iter_mut().find_map(|s| s.spare_rda_run(at.segment, need))
         } else {

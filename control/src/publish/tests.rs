@@ -120,7 +120,7 @@ fn publish_sample(
     (epochs, p.snapshot().measured, publisher)
 }
 
-/// Where a sink offers a spare buffer, every epoch's sorted run is moved out and shared by all
+/// Where a sink offers a spare buffer, an epoch's sorted run is moved out and shared by all
 /// sinks (none copies it), and the accumulator files the next epoch into the stale buffer it
 /// got in trade: every sink keeps exactly the pairs it keeps when nothing is traded.
 #[test]
@@ -133,8 +133,11 @@ fn a_traded_run_reaches_every_sink_and_the_next_epochs_match_copying() {
         (copying.kept.lock().unwrap(), trading.kept.lock().unwrap(), second.kept.lock().unwrap());
     assert!(epochs >= 2 && copied.len() == 2 * epochs, "{epochs} epochs, {} caches", copied.len());
     assert!(copied.iter().all(|c| !c.moved), "nothing moves without a spare");
-    let all_moved = |v: &[Kept]| v.iter().all(|c| c.moved != c.pairs.is_empty());
-    assert!(all_moved(&traded) && all_moved(&shared), "every run with pairs moved");
+    // A run moves when it fills at least half its buffer (an epoch much smaller than an
+    // earlier one is copied), and both sinks get the same shared run.
+    let moved = |v: &[Kept]| v.iter().filter(|c| c.moved).count();
+    assert!(moved(&traded) >= 2 && moved(&traded) == moved(&shared), "{} moved", moved(&traded));
+    assert!(traded.iter().all(|c| !c.moved || !c.pairs.is_empty()));
     let total: usize = copied.iter().map(|c| c.pairs.len()).sum();
     assert!(total > 10 && copied.iter().filter(|c| !c.pairs.is_empty()).count() >= 2, "{total} pairs");
     assert_eq!(*traded, *shared);
@@ -152,10 +155,8 @@ fn only_a_sink_that_keeps_the_segment_trades_its_run() {
     publish_sample(None, vec![Box::new(routed), Box::new(everything.clone())]);
     let (traded, all) = (trading.kept.lock().unwrap(), everything.kept.lock().unwrap());
     assert!(!traded.is_empty() && traded.iter().all(|c| c.segment == 11));
-    for c in all.iter().filter(|c| !c.pairs.is_empty()) {
-        assert_eq!(c.moved, c.segment == 11, "{} {}", c.segment, c.epoch);
-    }
-    assert!(all.iter().any(|c| c.segment == 12 && !c.pairs.is_empty()));
+    assert!(all.iter().all(|c| !c.moved || c.segment == 11), "only segment 11's runs move");
+    assert!(all.iter().any(|c| c.moved) && all.iter().any(|c| c.segment == 12 && !c.pairs.is_empty()));
 }
 
 #[test]

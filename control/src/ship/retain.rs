@@ -110,9 +110,10 @@ impl RetainedCaches {
             }
             RdaPairs::Cache(cache) => match cache.sorted_pairs() {
                 Some(run) => {
-                    // Room for the accumulator's whole run buffer: once dropped, this copy is a
-                    // spare the publisher can trade for a later epoch's run.
-                    let mut pairs = Vec::with_capacity(cache.run_capacity().max(run.len()));
+                    // Room for the accumulator's run buffer (where the run fills at least half
+                    // of it): once dropped, this copy is a spare the publisher can trade for a
+                    // later epoch's run.
+                    let mut pairs = Vec::with_capacity(cache.run_room().max(run.len()));
                     pairs.extend_from_slice(run);
                     (Arc::new(pairs), true)
                 }
@@ -386,6 +387,16 @@ mod tests {
         assert_eq!(acc.sorted_pairs(), fresh.sorted_pairs());
         assert!(acc.swap_run(&mut buf));
         assert_eq!(Some(&buf[..]), fresh.sorted_pairs());
+        // After a burst the run's buffer is far larger than a small epoch's run: that epoch is
+        // copied with no more room than its pairs, and not offered for a trade.
+        let mut small = TimestampCache::new(4_000, 1);
+        assert!(small.file_sorted(&epoch(3), None, |_, _| {}));
+        small.clear();
+        assert!(small.file_sorted(&epoch(4)[..100], None, |_, _| {}));
+        assert!(small.run_capacity() >= 3_000 && small.run_room() == 0);
+        let mut d = RetainedCaches::new(3, None, Duration::from_secs(60), u64::MAX);
+        d.retain(1, 4, RdaPairs::Cache(&small));
+        assert_eq!(d.bytes, 100 * 16);
         // Over budget, a spare is dropped before any cache is evicted.
         let mut c = RetainedCaches::new(3, None, Duration::from_secs(60), 3 * 40 * 16);
         for epoch in 0..3 {

@@ -257,6 +257,15 @@ impl TimestampCache {
         if self.in_run { self.run.capacity() } else { 0 }
     }
 
+    /// [`TimestampCache::run_capacity`] when the run fills at least half of it, else 0: the
+    /// room worth keeping with the run's pairs. (After a burst the buffer stays large; a
+    /// retained run, moved or copied with that room, would then hold far more memory than its
+    /// pairs need.)
+    pub fn run_room(&self) -> usize {
+        let cap = self.run_capacity();
+        if self.len > 0 && cap <= self.len.saturating_mul(2) { cap } else { 0 }
+    }
+
     /// Moves the sorted run out instead of copying it: when the pairs are a run, `buf` and the
     /// run's buffer trade places, `buf` then holds exactly the run's pairs (sorted by id, as
     /// [`TimestampCache::sorted_pairs`] gave them) and this cache is empty, with `buf`'s old
