@@ -70,9 +70,10 @@ impl Sorter {
     ) -> Collapsed {
         let n = src.len();
         if out.len() < n {
-            // Exactly: `out` is a cache's run, and a retained copy of it is made with the same
-            // room so that it can come back as the next epoch's buffer (amortised growth would
-            // leave up to twice the pairs' memory in every retained cache).
+            // Exactly: `out` is a cache's run, which retention moves out or copies with the same
+            // room where the run fills at least half of it (`TimestampCache::run_room`), so it
+            // can come back as a later epoch's buffer; amortised growth would leave up to twice
+            // the pairs' memory in every retained run.
             out.reserve_exact(n - out.len());
             out.resize(n, (0, 0));
         }
