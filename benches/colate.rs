@@ -101,5 +101,30 @@ fn per_window(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, update, per_window);
+/// The synopsis body a point ships each epoch, at the appliance's default size (10⁶ + 3 counters
+/// with packet counts, `configs/measure-trace.toml`) and three fills: a demo window (847
+/// packets), 1 Mpps and 10 Mpps in a 100-ms epoch. Encode and decode, as the control thread and
+/// the peer pay them.
+fn body(c: &mut Criterion) {
+    let config = ColateConfig { packet_counts: true, ..ColateConfig::new(1_000_003, 20, 48, u64::MAX) };
+    let stream = key_stream(1 << 21);
+    assert!(stream.len() >= 1_000_000, "{} packets generated", stream.len());
+    let mut g = c.benchmark_group("colate_body");
+    g.sample_size(20);
+    for packets in [847usize, 100_000, 1_000_000] {
+        let mut s = Colate::new(&config).expect("valid config");
+        for &(f, id, ts) in &stream[..packets] {
+            s.update_raw(f, id, ts);
+        }
+        let bytes = s.encode();
+        eprintln!("colate_body packets={packets} encoded_bytes={}", bytes.len());
+        g.bench_function(format!("encode_{packets}"), |bch| bch.iter(|| black_box(s.encode()).len()));
+        g.bench_function(format!("decode_{packets}"), |bch| {
+            bch.iter(|| Colate::decode(&config, black_box(&bytes)).map(|s| s.packets()))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, update, per_window, body);
 criterion_main!(benches);

@@ -307,7 +307,7 @@ impl LocalPeerSink {
             key: frame.key,
             complete: frame.complete,
             epoch_len_ns: frame.epoch_len_ns,
-            bytes: frame.synopsis.len() as u64,
+            bytes: decoded.as_ref().map_or(0, |d| estimate::held_bytes(frame.synopsis.len(), d)),
             decoded,
         });
     }

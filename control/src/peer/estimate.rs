@@ -35,6 +35,17 @@ pub fn decode(cfg: &SynopsesConfig, kind: SynopsisKind, bytes: &[u8]) -> Result<
     Decoded::decode(cfg, kind, bytes).map_err(|e| e.to_string())
 }
 
+/// Bytes a decoded synopsis holds while its group waits, counted against `max_pending_bytes`:
+/// its encoding's length, except for COLATE, whose body lists only its non-zero counters while
+/// the decoded vector holds all of them.
+pub fn held_bytes(encoded: usize, decoded: &Decoded) -> u64 {
+    let held = match decoded {
+        Decoded::Colate(c) => encoded.max(c.held_bytes()),
+        _ => encoded,
+    };
+    held as u64
+}
+
 /// The latest numbers of a segment estimate, for the metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Latest {

@@ -5,7 +5,7 @@
 //! small and bounded by configuration. The bound (README, "Collector memory"):
 //!
 //! ```text
-//! M ≈ max_pending_bytes                              waiting groups (their encoded synopses)
+//! M ≈ max_pending_bytes                              waiting groups (their synopses' bytes¹)
 //!   + ENGINE_INBOX × S_max                           decoded synopses queued for the engine
 //!   + RDA_IN_FLIGHT × 2 × S_rda                      reconciliations (both sides each)
 //!   + segments × 2 × S_colate   (with archive_dir)   open COLATE counter epochs
@@ -16,6 +16,10 @@
 //! where `S_x` is the encoded size of a full synopsis of kind x under `[synopses.*]` (the
 //! decoded form holds the same tables). The last term is a worst case that real points do not
 //! reach (a frame is as large as its synopsis); the check uses `S_max` for it instead.
+//!
+//! ¹ A waiting synopsis counts its encoding's length, or for COLATE its decoded vector
+//! (`estimate::held_bytes`): a sparse COLATE body is far smaller than what it decodes to.
+//! `S_colate` is the dense layout's length, the largest a COLATE body can be.
 
 use super::config::PeerConfig;
 use crate::synopses::SynopsesConfig;
@@ -70,7 +74,10 @@ fn synopsis_bytes(s: &SynopsesConfig) -> (u64, u64, u64) {
         size::<Lds>(Some(c)).saturating_add(u64::from(c.flow_capacity).saturating_mul(LDS_FLOW_BYTES))
     });
     let rda = size::<Rda>(s.rda.as_ref());
-    let colate = size::<Colate>(s.colate.as_ref());
+    // Not the encoding of an empty vector: that is sparse and small, and the bound needs the
+    // dense layout a full window ships.
+    let colate =
+        s.colate.as_ref().and_then(|c| Colate::new(c).ok()).map_or(0, |c| c.max_encoded_len() as u64);
     let largest = [size::<FridgeSynopsis>(s.fridge.as_ref()), size::<Lda>(s.lda.as_ref()), lds, rda, colate]
         .into_iter()
         .max()
@@ -144,7 +151,7 @@ mod tests {
     fn the_bound_follows_the_synopsis_sizes_and_the_budgets() {
         let c = cfg("max_pending_bytes = 1048576\n[report]\ndedupe_epochs = 1000", COLATE);
         let e = estimate(&c);
-        let colate = Colate::new(c.synopses.colate.as_ref().unwrap()).unwrap().encode().len() as u64;
+        let colate = Colate::new(c.synopses.colate.as_ref().unwrap()).unwrap().max_encoded_len() as u64;
         // One million counters are on the wire at 16 B each (48-bit counter and a tick sum).
         assert!(colate > 1_000_003 * 8, "{colate}");
         let term = |w: &str| e.terms.iter().find(|(x, _)| *x == w).unwrap().1;

@@ -527,7 +527,7 @@ fn read_loop(
                         key: f.key,
                         complete: f.complete,
                         epoch_len_ns: f.epoch_len_ns,
-                        bytes: f.synopsis.len() as u64,
+                        bytes: estimate::held_bytes(f.synopsis.len(), &decoded),
                         decoded: Ok(decoded),
                     });
                 }

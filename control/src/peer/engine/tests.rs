@@ -261,3 +261,35 @@ fn rda_reconciliations_in_flight_are_bounded() {
     e.handle(progress(2, 200));
     assert!(e.rda_blocked.contains(&g(100)) && e.pending.contains_key(&g(100)), "waits for a slot");
 }
+
+#[test]
+fn a_waiting_colate_synopsis_counts_its_decoded_vector_not_its_sparse_body() {
+    // A quiet window's COLATE body lists only its non-zero counters: tens of bytes on the wire
+    // for a vector of 100 003 × 16 bytes once decoded. max_pending_bytes bounds the memory the
+    // waiting groups hold, so the group must count the vector.
+    let dir = tempfile::tempdir().unwrap();
+    let synopses = "[synopses.colate]\ncounters = 100003\ncells_per_flow = 4\ncounter_bits = 48\n\
+                    epoch_threshold_ticks = 100000000000000\npacket_counts = true\ntick_ns = 100\n\
+                    origin_ns = 1000000000\n";
+    let (mut e, cfg) = engine_with(dir.path(), "", synopses);
+    let c = wirelat_dataplane::synopsis::colate::Colate::new(cfg.synopses.colate.as_ref().unwrap()).unwrap();
+    let bytes = c.encode();
+    assert!(bytes.len() < 100, "an empty window is sparse: {} bytes", bytes.len());
+    let decoded = estimate::decode(&cfg.synopses, SynopsisKind::Colate, &bytes).unwrap();
+    let held = estimate::held_bytes(bytes.len(), &decoded);
+    assert!(held >= 100_003 * 16, "{held}");
+    // Any other synopsis counts its encoding.
+    let lds_cfg = "[synopses.lds]\nrows = 2\nwidth = 64\nvlda_len = 2\nflow_capacity = 64\nseed = 9\n";
+    let (_, lcfg) = engine_with(dir.path(), "", lds_cfg);
+    let lds = Decoded::Lds(Box::new(Lds::new(lcfg.synopses.lds.as_ref().unwrap()).unwrap()));
+    assert_eq!(estimate::held_bytes(1234, &lds), 1234);
+    e.handle(Event::Connected { point: 1, conn: 1, watermark: 0 });
+    e.handle(Event::Epoch {
+        key: MessageKey { point: 1, segment: 10, epoch: 0, kind: SynopsisKind::Colate },
+        complete: true,
+        epoch_len_ns: 1_000_000,
+        bytes: held,
+        decoded: Ok(decoded),
+    });
+    assert_eq!(e.pending_bytes, held, "the group waits for point 2 and counts the vector");
+}

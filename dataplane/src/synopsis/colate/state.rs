@@ -4,12 +4,41 @@
 
 use super::cells::CellMap;
 use super::config::ColateConfig;
-use crate::synopsis::codec::{DecodeError, Reader, Writer};
+use crate::synopsis::codec::{DecodeError, HEADER_LEN, Reader, Writer};
 use crate::synopsis::{ConfigError, MergeError, Observation, Synopsis, SynopsisConfig};
 use strength_reduce::StrengthReducedU64;
 
 /// Bytes of the window body before the cells: packets, skipped, total (2 words), first, last.
 const FIXED_BODY_BYTES: usize = 6 * 8;
+
+/// The body's layout byte, after the fixed fields: every cell in order.
+const LAYOUT_DENSE: u8 = 0;
+/// The body's layout byte: only the blocks of counters that hold a non-zero counter, and in
+/// them only those counters (`Colate::encode_sparse`). A point ships the smaller of the two; a
+/// window with a few thousand packets in a vector of a million counters then costs kilobytes
+/// on the queue and the wire, not 16 MB.
+const LAYOUT_SPARSE: u8 = 1;
+
+/// Counters per block of the sparse layout: one u64 mask says which of them are listed.
+const SPARSE_BLOCK: usize = 64;
+
+/// Bit j set where counter j of `block` (up to [`SPARSE_BLOCK`] counters of `stride` words) is
+/// not zero. Without a branch per counter (which counters are set is random): a 0/1 byte per
+/// counter, which the compiler vectorises, then eight bytes gathered into eight bits by one
+/// multiply (byte i, at bit 8i, lands at bit 56 + i; the other products land on distinct bits
+/// outside that byte, so nothing carries into it).
+fn nonzero_mask(block: &[u64], stride: usize) -> u64 {
+    let mut flags = [0u8; SPARSE_BLOCK];
+    for (f, cell) in flags.iter_mut().zip(block.chunks_exact(stride)) {
+        *f = u8::from(cell.iter().fold(0, |a, &x| a | x) != 0);
+    }
+    flags.chunks_exact(8).enumerate().fold(0, |mask, (k, bytes)| {
+        let mut eight = [0u8; 8];
+        eight.copy_from_slice(bytes);
+        let bits = u64::from_le_bytes(eight).wrapping_mul(0x0102_0408_1020_4080) >> 56;
+        mask | bits << (8 * k)
+    })
+}
 
 /// COLATE's counter vector C_X (spec §2) over one window, plus the bookkeeping the epochs need.
 ///
@@ -231,8 +260,9 @@ impl Synopsis for Colate {
     type Carry = ();
     /// 2 since `FlowKey::hash` hashes the key padded to 40 bytes: cells placed by the
     /// earlier flow hash (version 1) do not line up with this build's, so a peer refuses a
-    /// body from a point of the other version instead of pairing it.
-    const FORMAT_VERSION: u8 = 2;
+    /// body from a point of the other version instead of pairing it. 3 since the body has a
+    /// layout byte and may list only its non-zero counters (`LAYOUT_SPARSE`).
+    const FORMAT_VERSION: u8 = 3;
 
     fn new(cfg: &ColateConfig) -> Result<Self, ConfigError> {
         cfg.validate()?;
@@ -303,13 +333,24 @@ impl Synopsis for Colate {
     }
 
     fn encode_body(&self, w: &mut Writer<'_>) {
-        w.reserve(FIXED_BODY_BYTES + self.cells.len() * 8);
+        w.reserve(FIXED_BODY_BYTES + 1);
         w.u64(self.packets);
         w.u64(self.skipped);
         w.u64(self.total_ticks as u64);
         w.u64((self.total_ticks >> 64) as u64);
         w.u64(self.first_tick);
         w.u64(self.last_tick);
+        let start = w.len();
+        let dense_end = start + 1 + self.cells.len() * 8;
+        // Each packet fills at most one counter, so a window with as many packets as counters
+        // cannot be sparse enough to pay; below that the sparse writer gives up by itself
+        // once it would outgrow the dense layout.
+        if (self.packets as usize) < self.counters() && self.encode_sparse(w, dense_end) {
+            return;
+        }
+        w.truncate(start);
+        w.reserve(dense_end - start);
+        w.u8(LAYOUT_DENSE);
         for &c in &self.cells {
             w.u64(c);
         }
@@ -318,15 +359,25 @@ impl Synopsis for Colate {
     fn decode_body(cfg: &ColateConfig, r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         cfg.validate().map_err(|e| Self::invalid("config", e.to_string()))?;
         let words = cfg.counters as usize * cfg.stride();
-        r.require(FIXED_BODY_BYTES + words * 8)?;
+        r.require(FIXED_BODY_BYTES + 1)?;
         let packets = r.u64()?;
         let skipped = r.u64()?;
         let total_ticks = r.u64()? as u128 | (r.u64()? as u128) << 64;
         let first_tick = r.u64()?;
         let last_tick = r.u64()?;
+        let layout = r.u8()?;
+        if layout == LAYOUT_DENSE {
+            r.require(words * 8)?;
+        } else if layout != LAYOUT_SPARSE {
+            return Err(Self::invalid("layout", format!("{layout} is neither dense (0) nor sparse (1)")));
+        }
         let mut s = Self::new(cfg).map_err(|e| Self::invalid("config", e.to_string()))?;
-        for c in s.cells.iter_mut() {
-            *c = r.u64()?;
+        if layout == LAYOUT_DENSE {
+            for c in s.cells.iter_mut() {
+                *c = r.u64()?;
+            }
+        } else {
+            s.decode_sparse(r)?;
         }
         s.packets = packets;
         s.skipped = skipped;
@@ -335,6 +386,103 @@ impl Synopsis for Colate {
         s.last_tick = last_tick;
         s.check_invariants()?;
         Ok(s)
+    }
+}
+
+impl Colate {
+    /// Writes the sparse layout: a bitmap of the blocks of [`SPARSE_BLOCK`] counters that hold
+    /// a non-zero counter, then for each such block, in order, a mask of its non-zero counters
+    /// and their words. Returns false as soon as the body would reach `limit` bytes of the
+    /// writer, where the dense layout is no larger; what it wrote is then the caller's to
+    /// truncate.
+    fn encode_sparse(&self, w: &mut Writer<'_>, limit: usize) -> bool {
+        let stride = self.stride;
+        let blocks = self.counters().div_ceil(SPARSE_BLOCK);
+        let mut summary = vec![0u64; blocks.div_ceil(64)];
+        // At most one non-zero counter (and block) per packet.
+        let packets = (self.packets as usize).min(self.counters());
+        let expected = 1 + summary.len() * 8 + packets * (8 + 8 * stride);
+        w.reserve(expected.min(limit.saturating_sub(w.len())));
+        w.u8(LAYOUT_SPARSE);
+        let summary_at = w.len();
+        for _ in &summary {
+            w.u64(0);
+        }
+        for (b, block) in self.cells.chunks(SPARSE_BLOCK * stride).enumerate() {
+            // Most blocks of a sparse vector are zero: one OR across their words, vectorised.
+            if block.iter().fold(0, |a, &x| a | x) == 0 {
+                continue;
+            }
+            let mask = nonzero_mask(block, stride);
+            summary[b / 64] |= 1 << (b % 64);
+            w.u64(mask);
+            let mut m = mask;
+            while m != 0 {
+                let j = m.trailing_zeros() as usize;
+                for &x in &block[j * stride..(j + 1) * stride] {
+                    w.u64(x);
+                }
+                m &= m - 1;
+            }
+            if w.len() >= limit {
+                return false;
+            }
+        }
+        for (k, &word) in summary.iter().enumerate() {
+            w.set_u64_at(summary_at + 8 * k, word);
+        }
+        true
+    }
+
+    /// Reads the sparse layout into a zeroed vector. Every block and counter is checked against
+    /// the vector, and each block's words against the bytes left before they are read.
+    fn decode_sparse(&mut self, r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        let stride = self.stride;
+        let n = self.counters();
+        let blocks = n.div_ceil(SPARSE_BLOCK);
+        let words = blocks.div_ceil(64);
+        r.require(words * 8)?;
+        let summary = (0..words).map(|_| r.u64()).collect::<Result<Vec<u64>, _>>()?;
+        for (k, &word) in summary.iter().enumerate() {
+            let mut s = word;
+            while s != 0 {
+                let b = 64 * k + s.trailing_zeros() as usize;
+                s &= s - 1;
+                if b >= blocks {
+                    return Err(Self::invalid("cells", format!("block {b} beyond the vector's {blocks}")));
+                }
+                let mask = r.u64()?;
+                let in_block = (n - b * SPARSE_BLOCK).min(SPARSE_BLOCK);
+                if mask == 0 || (in_block < 64 && mask >> in_block != 0) {
+                    return Err(Self::invalid(
+                        "cells",
+                        format!("block {b}'s mask {mask:#x} is empty or names counters beyond the vector"),
+                    ));
+                }
+                r.require(mask.count_ones() as usize * stride * 8)?;
+                let mut m = mask;
+                while m != 0 {
+                    let i = b * SPARSE_BLOCK + m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    for c in &mut self.cells[i * stride..(i + 1) * stride] {
+                        *c = r.u64()?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of the largest encoding of a vector of this configuration (the dense layout),
+    /// header included: what a queue or a collector must be able to hold for one.
+    pub fn max_encoded_len(&self) -> usize {
+        HEADER_LEN + FIXED_BODY_BYTES + 1 + self.cells.len() * 8
+    }
+
+    /// Bytes the vector holds in memory once decoded, whatever its encoding's length: a
+    /// collector counts these, not the (possibly sparse) encoding, against its budget.
+    pub fn held_bytes(&self) -> usize {
+        self.cells.len() * 8 + std::mem::size_of::<Self>()
     }
 }
 
@@ -509,7 +657,9 @@ mod tests {
             s.update_raw(f, id, ts);
         }
         let bytes = s.encode();
-        assert_eq!(bytes.len(), HEADER_LEN + FIXED_BODY_BYTES + 1_009 * 2 * 8);
+        // 3 000 packets in 1 009 counters: the dense layout.
+        assert_eq!(bytes.len(), HEADER_LEN + FIXED_BODY_BYTES + 1 + 1_009 * 2 * 8);
+        assert_eq!(bytes.len(), s.max_encoded_len());
         assert_eq!(Colate::decode(&c, &bytes).unwrap(), s);
         let empty = Colate::new(&c).unwrap();
         assert_eq!(Colate::decode(&c, &empty.encode()).unwrap(), empty);
@@ -525,15 +675,143 @@ mod tests {
         assert!(matches!(Colate::decode(&other, &bytes), Err(DecodeError::ConfigMismatch { .. })));
         // A flipped cell breaks Σ cells = total; a flipped count breaks Σ counts = packets.
         let mut bad = bytes.clone();
-        bad[HEADER_LEN + FIXED_BODY_BYTES + 8 * 10] ^= 1;
+        bad[HEADER_LEN + FIXED_BODY_BYTES + 1 + 8 * 10] ^= 1;
         assert!(matches!(Colate::decode(&c, &bad), Err(DecodeError::Invalid { .. })));
         let mut bad = bytes.clone();
-        bad[HEADER_LEN + FIXED_BODY_BYTES + 8 * 11] ^= 1;
+        bad[HEADER_LEN + FIXED_BODY_BYTES + 1 + 8 * 11] ^= 1;
         assert!(matches!(Colate::decode(&c, &bad), Err(DecodeError::Invalid { .. })));
+        // A layout byte that is neither.
+        let mut bad = bytes.clone();
+        bad[HEADER_LEN + FIXED_BODY_BYTES] = 2;
+        assert!(matches!(Colate::decode(&c, &bad), Err(DecodeError::Invalid { field: "layout", .. })));
         // A tick range that cannot hold the total.
         let mut bad = bytes;
         bad[HEADER_LEN + 32..HEADER_LEN + 40].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(matches!(Colate::decode(&c, &bad), Err(DecodeError::Invalid { .. })));
+    }
+
+    /// Offset of the sparse layout's block bitmap: header, fixed fields, layout byte.
+    const SPARSE_SUMMARY: usize = HEADER_LEN + FIXED_BODY_BYTES + 1;
+
+    #[test]
+    fn a_sparse_window_ships_only_its_non_zero_counters_and_decodes_to_the_same_vector() {
+        for counts in [false, true] {
+            let c = cfg(counts);
+            let stride = c.stride();
+            let mut s = Colate::new(&c).unwrap();
+            for &(f, id, ts) in &packets(40, 3) {
+                s.update_raw(f, id, ts);
+            }
+            let nonzero: Vec<usize> = (0..s.counters())
+                .filter(|&i| s.cells[i * stride..(i + 1) * stride].iter().any(|&x| x != 0))
+                .collect();
+            assert!(!nonzero.is_empty() && nonzero.len() <= 40);
+            let mut blocks: Vec<usize> = nonzero.iter().map(|i| i / SPARSE_BLOCK).collect();
+            blocks.dedup();
+            let bytes = s.encode();
+            assert_eq!(bytes[HEADER_LEN + FIXED_BODY_BYTES], LAYOUT_SPARSE);
+            // 1 009 counters are 16 blocks: one bitmap word, a mask per listed block, the words.
+            assert_eq!(bytes.len(), SPARSE_SUMMARY + 8 + blocks.len() * 8 + nonzero.len() * stride * 8);
+            let bitmap = u64::from_le_bytes(bytes[SPARSE_SUMMARY..SPARSE_SUMMARY + 8].try_into().unwrap());
+            assert_eq!(bitmap, blocks.iter().fold(0, |m, b| m | 1 << b));
+            assert_eq!(Colate::decode(&c, &bytes).unwrap(), s);
+            for len in 0..bytes.len() {
+                assert!(Colate::decode(&c, &bytes[..len]).is_err(), "len {len}");
+            }
+            // An empty vector is the fixed fields, the layout byte and an empty bitmap.
+            let empty = Colate::new(&c).unwrap();
+            let e = empty.encode();
+            assert_eq!(e.len(), SPARSE_SUMMARY + 8);
+            assert_eq!(Colate::decode(&c, &e).unwrap(), empty);
+        }
+    }
+
+    #[test]
+    fn a_sparse_body_naming_a_block_or_counter_beyond_the_vector_is_refused() {
+        let c = cfg(true);
+        let s = {
+            let mut s = Colate::new(&c).unwrap();
+            s.update_raw(1, 2, 1_000);
+            s
+        };
+        let bytes = s.encode();
+        assert_eq!(bytes[HEADER_LEN + FIXED_BODY_BYTES], LAYOUT_SPARSE);
+        assert_eq!(Colate::decode(&c, &bytes).unwrap(), s);
+        let words = &bytes[bytes.len() - 16..];
+        // The fixed fields, then a bitmap, masks and words of our choosing.
+        let body = |bitmap: u64, masks: &[u64]| {
+            let mut b = bytes[..SPARSE_SUMMARY].to_vec();
+            let mut w = Writer::new(&mut b);
+            w.u64(bitmap);
+            for &m in masks {
+                w.u64(m);
+                w.bytes(words);
+            }
+            b
+        };
+        // The one counter moved to the last one of the vector (1 008, bit 48 of block 15): the
+        // sums still add up, so it decodes.
+        assert!(Colate::decode(&c, &body(1 << 15, &[1 << 48])).is_ok());
+        for (what, bitmap, masks) in [
+            ("a counter past the last", 1u64 << 15, vec![1u64 << 49]),
+            ("an empty block listed", 1 << 15, vec![0]),
+            ("a block past the last", 1 << 16, vec![1]),
+        ] {
+            assert!(
+                matches!(
+                    Colate::decode(&c, &body(bitmap, &masks)),
+                    Err(DecodeError::Invalid { field: "cells", .. })
+                ),
+                "{what}"
+            );
+        }
+        // Two blocks listed, one written; two counters in the mask, one counter's words.
+        assert!(matches!(Colate::decode(&c, &body(0b11, &[1])), Err(DecodeError::Truncated { .. })));
+        assert!(matches!(Colate::decode(&c, &body(1, &[0b11])), Err(DecodeError::Truncated { .. })));
+    }
+
+    #[test]
+    fn the_mask_of_a_block_names_exactly_its_non_zero_counters() {
+        for stride in [1, 2] {
+            for seed in 0..200u64 {
+                let len = if seed % 7 == 0 { 1 + (seed as usize % 63) } else { SPARSE_BLOCK };
+                let block: Vec<u64> = (0..len * stride)
+                    .map(|k| {
+                        if mix64(seed ^ k as u64).is_multiple_of(3) {
+                            mix64(k as u64) >> (seed % 64)
+                        } else {
+                            0
+                        }
+                    })
+                    .collect();
+                let want = (0..len)
+                    .filter(|&j| block[j * stride..(j + 1) * stride].iter().any(|&x| x != 0))
+                    .fold(0u64, |m, j| m | 1 << j);
+                assert_eq!(nonzero_mask(&block, stride), want, "stride {stride} seed {seed}");
+            }
+        }
+        assert_eq!(nonzero_mask(&[1; SPARSE_BLOCK], 1), u64::MAX);
+    }
+
+    #[test]
+    fn a_window_nearly_as_full_as_its_vector_falls_back_to_the_dense_layout() {
+        // Every counter but one holds a packet: the sparse layout (a gap byte and 16 bytes per
+        // counter) would outgrow the dense one (16 bytes per counter), so the writer gives up.
+        let c = cfg(true);
+        let mut s = Colate::new(&c).unwrap();
+        let n = s.counters();
+        for i in 1..n {
+            s.cells[2 * i] = 100 + i as u64;
+            s.cells[2 * i + 1] = 1;
+        }
+        s.packets = n as u64 - 1;
+        s.total_ticks = (1..n as u128).map(|i| 100 + i).sum();
+        (s.first_tick, s.last_tick) = (101, 100 + n as u64 - 1);
+        assert!((s.packets as usize) < n, "the sparse writer is tried");
+        let bytes = s.encode();
+        assert_eq!(bytes[HEADER_LEN + FIXED_BODY_BYTES], LAYOUT_DENSE);
+        assert_eq!(bytes.len(), s.max_encoded_len());
+        assert_eq!(Colate::decode(&c, &bytes).unwrap(), s);
     }
 
     proptest! {
@@ -542,10 +820,32 @@ mod tests {
         fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
             let c = ColateConfig::new(11, 2, 40, 1 << 50);
             let _ = Colate::decode(&c, &bytes);
-            let mut with_header = vec![5u8, 1];
+            let mut with_header = vec![5u8, Colate::FORMAT_VERSION];
             with_header.extend_from_slice(&c.fingerprint().to_le_bytes());
             with_header.extend_from_slice(&bytes);
             let _ = Colate::decode(&c, &with_header);
+            // Valid fixed fields of an empty vector, then the sparse layout over random bytes.
+            let mut sparse = Colate::new(&c).unwrap().encode();
+            sparse.truncate(SPARSE_SUMMARY);
+            sparse.extend_from_slice(&bytes);
+            let _ = Colate::decode(&c, &sparse);
+        }
+
+        #[test]
+        fn the_smaller_layout_is_shipped_and_decodes_to_the_same_vector(k in 0usize..1_400, seed in any::<u64>()) {
+            let c = cfg(true);
+            let mut s = Colate::new(&c).unwrap();
+            for &(f, id, ts) in &packets(k, seed) {
+                s.update_raw(f, id, ts);
+            }
+            let bytes = s.encode();
+            prop_assert!(bytes.len() <= s.max_encoded_len());
+            let nonzero = (0..s.counters()).filter(|&i| s.sum(i) != 0 || s.count(i) != Some(0)).count();
+            // The sparse layout's largest size (a mask per counter) against the dense layout's.
+            if SPARSE_SUMMARY + 8 + nonzero * 24 < s.max_encoded_len() && k < s.counters() {
+                prop_assert_eq!(bytes[HEADER_LEN + FIXED_BODY_BYTES], LAYOUT_SPARSE);
+            }
+            prop_assert_eq!(Colate::decode(&c, &bytes).unwrap(), s);
         }
     }
 }
