@@ -82,16 +82,18 @@ pub struct PublishCounters {
     pub body_bytes: u64,
     /// RDA caches retained.
     pub rda_caches: u64,
-    /// COLATE counter epochs closed.
+    /// COLATE counter epochs closed (built only with `[output] colate_archive`).
     pub colate_epochs: u64,
     /// Of those, written to an archive.
     pub colate_archived: u64,
 }
 
-/// COLATE's control-side state of one direction.
+/// COLATE's control-side state of one direction, kept only with an archive: counter epochs
+/// exist to be archived, and building them costs several passes over the whole vector per window
+/// (the overflow check, the add, the widest sum; a copy when one closes).
 struct ColateOutput {
     acc: EpochAccumulator,
-    archive: Option<ArchiveWriter>,
+    archive: ArchiveWriter,
 }
 
 /// Turns merged epochs into messages for the sinks.
@@ -114,8 +116,9 @@ pub struct Publisher {
 impl Publisher {
     /// A publisher for a point running `set` with packet settings `packet` (they enter the
     /// fingerprint of every two-point message), delivering to `sinks`. With `colate_archive_dir`,
-    /// closed COLATE counter epochs of each direction are appended to
-    /// `<dir>/colate-point<P>-segment<S>.archive` (continued if it exists).
+    /// COLATE's windows are gathered into counter epochs and each closed one is appended to
+    /// `<dir>/colate-point<P>-segment<S>.archive` (continued if it exists); without it, no
+    /// counter epochs are built (the windows still go to the sinks).
     pub fn new(
         ids: PointIds,
         epoch_len_ns: u64,
@@ -125,25 +128,20 @@ impl Publisher {
         sinks: Vec<Box<dyn EpochSink>>,
     ) -> Result<Self, PublishError> {
         let mut colate = [None, None];
-        if let Some(cfg) = &set.colate {
-            if let Some(dir) = colate_archive_dir {
-                std::fs::create_dir_all(dir)
-                    .map_err(|source| PublishError::ArchiveDir { path: dir.to_owned(), source })?;
-            }
+        if let (Some(cfg), Some(dir)) = (&set.colate, colate_archive_dir) {
+            std::fs::create_dir_all(dir)
+                .map_err(|source| PublishError::ArchiveDir { path: dir.to_owned(), source })?;
             for d in Direction::BOTH {
-                let archive = match colate_archive_dir {
-                    Some(dir) => Some(ArchiveWriter::open_or_create(
-                        colate_archive_path(dir, ids.point, ids.segment(d)),
-                        ArchiveHeader {
-                            point: ids.point,
-                            window_len_ns: epoch_len_ns,
-                            config: cfg.clone(),
-                            packet_identity: Some(packet.identity_fingerprint()),
-                        },
-                    )?),
-                    None => None,
-                };
-                let first_seq = archive.as_ref().map_or(0, ArchiveWriter::next_seq);
+                let archive = ArchiveWriter::open_or_create(
+                    colate_archive_path(dir, ids.point, ids.segment(d)),
+                    ArchiveHeader {
+                        point: ids.point,
+                        window_len_ns: epoch_len_ns,
+                        config: cfg.clone(),
+                        packet_identity: Some(packet.identity_fingerprint()),
+                    },
+                )?;
+                let first_seq = archive.next_seq();
                 colate[d as usize] =
                     Some(ColateOutput { acc: EpochAccumulator::new(cfg, ids.point, first_seq)?, archive });
             }
@@ -231,10 +229,8 @@ impl Publisher {
         match closed {
             Some(epoch) => {
                 self.counters.colate_epochs += 1;
-                if let Some(a) = &mut out.archive {
-                    a.append(&epoch)?;
-                    self.counters.colate_archived += 1;
-                }
+                out.archive.append(&epoch)?;
+                self.counters.colate_archived += 1;
                 Ok(1)
             }
             None => Ok(0),
@@ -298,13 +294,11 @@ impl Publisher {
         for out in self.colate.iter_mut().flatten() {
             if let Some(epoch) = out.acc.flush() {
                 self.counters.colate_epochs += 1;
-                if let Some(a) = &mut out.archive {
-                    match a.append(&epoch) {
-                        Ok(_) => self.counters.colate_archived += 1,
-                        Err(e) => {
-                            warn!(error = %e, "cannot archive the last COLATE counter epoch");
-                            first_error.get_or_insert(PublishError::Archive(e));
-                        }
+                match out.archive.append(&epoch) {
+                    Ok(_) => self.counters.colate_archived += 1,
+                    Err(e) => {
+                        warn!(error = %e, "cannot archive the last COLATE counter epoch");
+                        first_error.get_or_insert(PublishError::Archive(e));
                     }
                 }
             }

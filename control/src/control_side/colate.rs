@@ -29,7 +29,8 @@ pub struct ColateHarvest {
     pub total_ticks: String,
     /// A counter wrapped.
     pub counters_wrapped: bool,
-    /// Counter epochs this window closed.
+    /// Counter epochs this window closed (always 0 without `[output] colate_archive`: counter
+    /// epochs are built only to be archived).
     pub closed_counter_epochs: u64,
 }
 

@@ -351,3 +351,23 @@ fn ship_counters_sum_every_counter_over_the_network_sinks() {
     let none = Publisher::new(ids, 1_000, &set, &PacketConfig::default(), None, vec![]).unwrap();
     assert_eq!(none.ship_counters(), None);
 }
+
+/// Counter epochs exist to be archived: without `colate_archive` none is built (building one
+/// costs several passes over the whole vector per window), and every window still goes out.
+#[test]
+fn colate_counter_epochs_are_built_only_for_an_archive() {
+    let colate_messages =
+        |sink: &Collect| sink.0.lock().unwrap().0.iter().filter(|m| m.kind == SynopsisKind::Colate).count();
+    let dir = tempfile::tempdir().unwrap();
+    let archived = Collect::default();
+    let (epochs, _, with) = publish_sample(Some(dir.path()), vec![Box::new(archived.clone())]);
+    // At least one counter epoch per direction (closed at finish), every one archived.
+    let c = with.counters();
+    assert!(c.colate_epochs >= 2 && c.colate_archived == c.colate_epochs, "{c:?}");
+    let plain = Collect::default();
+    let (epochs_plain, _, without) = publish_sample(None, vec![Box::new(plain.clone())]);
+    assert_eq!((without.counters().colate_epochs, without.counters().colate_archived), (0, 0));
+    assert_eq!(epochs, epochs_plain);
+    assert_eq!(colate_messages(&plain), 2 * epochs);
+    assert_eq!(colate_messages(&archived), colate_messages(&plain));
+}

@@ -107,7 +107,10 @@ pub const POINT_FAMILIES: &[PointFamily] = &[
     c("wirelat_publish_epochs", "Merged epochs published (log: epochs)"),
     c("wirelat_publish_messages", "Epoch synopses handed to the sinks (log: messages)"),
     c("wirelat_publish_body_bytes", "Encoded bytes of those synopses (log: body_bytes)"),
-    c("wirelat_publish_colate_epochs", "COLATE counter epochs closed (log: colate_epochs)"),
+    c(
+        "wirelat_publish_colate_epochs",
+        "COLATE counter epochs closed, with a colate_archive (log: colate_epochs)",
+    ),
     c(
         "wirelat_publish_given_up",
         "Epoch synopses a sink gave up, by reason: they will not reach their destination (log: \"epochs lost\")",
