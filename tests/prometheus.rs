@@ -28,6 +28,9 @@ use common::*;
 /// query while all three processes are still scraped (an instant query right after a process
 /// is gone returns nothing: Prometheus marks its series stale).
 const LINGER_S: u64 = 20;
+/// The demo's pause between the peer's endpoint and the points' start: the targets file's
+/// refresh (1 s) and one scrape (1 s), with room.
+const LEAD_S: u64 = 4;
 /// The demo starts three processes and replays a few tens of thousands of frames (about 20 s
 /// on this machine under load), plus the points' linger.
 const DEMO_TIMEOUT: Duration = Duration::from_secs(600);
@@ -196,6 +199,9 @@ fn prometheus_scrapes_the_demo_and_every_dashboard_panel_returns_numbers() {
         wirelat()
             .args(["demo", "--duration", "1s", "--timeout-s", "500", "--metrics-linger-s"])
             .arg(LINGER_S.to_string())
+            // The 1-s replay can finish within a scrape interval: Prometheus must see the
+            // peer's series at zero before its records, or rate() has no increase (NaN).
+            .args(["--metrics-lead-s", &LEAD_S.to_string()])
             .arg("--out")
             .arg(&out)
             .stdout(Stdio::piped())

@@ -67,6 +67,8 @@ pub struct Plan<'a> {
     /// `--metrics-linger-s` in ms: `/metrics` on loopback at every process, and how long a
     /// finished point keeps serving its final values. `None`: no endpoint.
     pub metrics_linger_ms: Option<u64>,
+    /// `--metrics-lead-s`: the pause between the peer's metrics endpoint and the points' start.
+    pub metrics_lead: std::time::Duration,
 }
 
 impl Plan<'_> {

@@ -79,6 +79,12 @@ pub struct DemoArgs {
     /// many seconds after it finishes, so a scraper sees them (docs/monitoring.md).
     #[arg(long, value_name = "SECONDS")]
     pub metrics_linger_s: Option<u64>,
+    /// With `--metrics-linger-s`: wait this many seconds after printing the peer's metrics
+    /// endpoint before starting the points, so a scraper that picks the endpoint up sees every
+    /// series at zero first. `rate()` needs that sample before the increase, and a short replay
+    /// can finish within one scrape interval.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0, requires = "metrics_linger_s")]
+    pub metrics_lead_s: u64,
 }
 
 /// Where a run's files go.
@@ -136,6 +142,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
         colate_origin_ns: truth.first_ts_ns.saturating_sub(args.epoch_ms * 1_000_000),
         records: &records,
         metrics_linger_ms: args.metrics_linger_s.map(|s| s.saturating_mul(1000)),
+        metrics_lead: Duration::from_secs(args.metrics_lead_s),
     };
     configs::write_collector(&plan).map_err(Failure::Runtime)?;
     let timeout = Duration::from_secs(args.timeout_s.max(1));

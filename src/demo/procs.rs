@@ -138,6 +138,10 @@ pub fn run_deployment(bin: &Path, plan: &Plan, timeout: Duration) -> anyhow::Res
     println!("demo: peer listening on {addr} (log {})", peer.log.display());
     if plan.metrics_linger_ms.is_some() {
         println!("demo: metrics of the peer on {}", metrics_url(&mut peer)?);
+        if !plan.metrics_lead.is_zero() {
+            println!("demo: starting the points in {} s (--metrics-lead-s)", plan.metrics_lead.as_secs());
+            std::thread::sleep(plan.metrics_lead);
+        }
     }
 
     let mut points = Vec::new();
