@@ -110,14 +110,6 @@ impl<'a> Writer<'a> {
     pub fn bytes(&mut self, v: &[u8]) {
         self.out.extend_from_slice(v);
     }
-    /// Appends a u32 as LEB128: seven bits per byte, the lowest first, 1–5 bytes.
-    pub fn var_u32(&mut self, mut v: u32) {
-        while v >= 0x80 {
-            self.out.push(v as u8 | 0x80);
-            v >>= 7;
-        }
-        self.out.push(v as u8);
-    }
     /// Overwrites the u64 written at byte `at` of the underlying vector (a count known only
     /// after what it counts was written). `at` must be where an earlier [`Writer::u64`] wrote.
     pub fn set_u64_at(&mut self, at: usize, v: u64) {
@@ -199,22 +191,6 @@ impl<'a> Reader<'a> {
     pub fn f64(&mut self) -> Result<f64, DecodeError> {
         self.u64().map(f64::from_bits)
     }
-    /// Reads a u32 written by [`Writer::var_u32`]; refuses more than five bytes or a value
-    /// above u32::MAX.
-    pub fn var_u32(&mut self) -> Result<u32, DecodeError> {
-        let mut v = 0u64;
-        for i in 0..5 {
-            let b = self.u8()?;
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return u32::try_from(v).map_err(|_| DecodeError::Invalid {
-                    field: "varint",
-                    reason: format!("{v} exceeds u32"),
-                });
-            }
-        }
-        Err(DecodeError::Invalid { field: "varint", reason: "longer than five bytes".into() })
-    }
     /// Fails if any byte is left.
     pub fn finish(self) -> Result<(), DecodeError> {
         if self.buf.is_empty() { Ok(()) } else { Err(DecodeError::TrailingBytes { extra: self.buf.len() }) }
@@ -278,28 +254,6 @@ mod tests {
         assert_eq!(r.i64().unwrap(), -5);
         assert_eq!(r.f64().unwrap(), 1.5);
         r.finish().unwrap();
-    }
-
-    #[test]
-    fn varints_round_trip_at_every_length_and_refuse_overflow() {
-        let values =
-            [0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 0x1f_ffff, 0x20_0000, 0x0fff_ffff, 0x1000_0000, u32::MAX];
-        let lens = [1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5];
-        for (&v, &len) in values.iter().zip(&lens) {
-            let mut b = Vec::new();
-            Writer::new(&mut b).var_u32(v);
-            assert_eq!(b.len(), len, "{v:#x}");
-            let mut r = Reader::new(&b);
-            assert_eq!(r.var_u32(), Ok(v));
-            r.finish().unwrap();
-        }
-        // 2^32 in five bytes, then a sixth continuation byte: both refused, neither panics.
-        assert!(matches!(
-            Reader::new(&[0x80, 0x80, 0x80, 0x80, 0x10]).var_u32(),
-            Err(DecodeError::Invalid { .. })
-        ));
-        assert!(matches!(Reader::new(&[0xff; 6]).var_u32(), Err(DecodeError::Invalid { .. })));
-        assert!(matches!(Reader::new(&[0x80]).var_u32(), Err(DecodeError::Truncated { .. })));
     }
 
     #[test]
