@@ -76,8 +76,7 @@ fn synopsis_bytes(s: &SynopsesConfig) -> (u64, u64, u64) {
     let rda = size::<Rda>(s.rda.as_ref());
     // Not the encoding of an empty vector: that is sparse and small, and the bound needs the
     // dense layout a full window ships.
-    let colate =
-        s.colate.as_ref().and_then(|c| Colate::new(c).ok()).map_or(0, |c| c.max_encoded_len() as u64);
+    let colate = s.colate.as_ref().map_or(0, |c| Colate::max_encoded_len(c) as u64);
     let largest = [size::<FridgeSynopsis>(s.fridge.as_ref()), size::<Lda>(s.lda.as_ref()), lds, rda, colate]
         .into_iter()
         .max()
@@ -151,7 +150,7 @@ mod tests {
     fn the_bound_follows_the_synopsis_sizes_and_the_budgets() {
         let c = cfg("max_pending_bytes = 1048576\n[report]\ndedupe_epochs = 1000", COLATE);
         let e = estimate(&c);
-        let colate = Colate::new(c.synopses.colate.as_ref().unwrap()).unwrap().max_encoded_len() as u64;
+        let colate = Colate::max_encoded_len(c.synopses.colate.as_ref().unwrap()) as u64;
         // One million counters are on the wire at 16 B each (48-bit counter and a tick sum).
         assert!(colate > 1_000_003 * 8, "{colate}");
         let term = |w: &str| e.terms.iter().find(|(x, _)| *x == w).unwrap().1;

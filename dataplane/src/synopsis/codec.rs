@@ -110,8 +110,8 @@ impl<'a> Writer<'a> {
     pub fn bytes(&mut self, v: &[u8]) {
         self.out.extend_from_slice(v);
     }
-    /// Overwrites the u64 written at byte `at` of the underlying vector (a count known only
-    /// after what it counts was written). `at` must be where an earlier [`Writer::u64`] wrote.
+    /// Overwrites the u64 written at byte `at` of the underlying vector (a field known only
+    /// after what follows it was written). `at` must be where an earlier [`Writer::u64`] wrote.
     pub fn set_u64_at(&mut self, at: usize, v: u64) {
         if let Some(dst) = self.out.get_mut(at..at + 8) {
             dst.copy_from_slice(&v.to_le_bytes());

@@ -22,6 +22,17 @@ const LAYOUT_SPARSE: u8 = 1;
 /// Counters per block of the sparse layout: one u64 mask says which of them are listed.
 const SPARSE_BLOCK: usize = 64;
 
+/// The positions of the set bits of `mask`, lowest first.
+fn set_bits(mut mask: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let j = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            j
+        })
+    })
+}
+
 /// Bit j set where counter j of `block` (up to [`SPARSE_BLOCK`] counters of `stride` words) is
 /// not zero. Without a branch per counter (which counters are set is random): a 0/1 byte per
 /// counter, which the compiler vectorises, then eight bytes gathered into eight bits by one
@@ -428,13 +439,10 @@ impl Colate {
             let mask = nonzero_mask(block, stride);
             summary[b / 64] |= 1 << (b % 64);
             w.u64(mask);
-            let mut m = mask;
-            while m != 0 {
-                let j = m.trailing_zeros() as usize;
+            for j in set_bits(mask) {
                 for &x in &block[j * stride..(j + 1) * stride] {
                     w.u64(x);
                 }
-                m &= m - 1;
             }
             if w.len() >= limit {
                 return false;
@@ -456,10 +464,7 @@ impl Colate {
         r.require(words * 8)?;
         let summary = (0..words).map(|_| r.u64()).collect::<Result<Vec<u64>, _>>()?;
         for (k, &word) in summary.iter().enumerate() {
-            let mut s = word;
-            while s != 0 {
-                let b = 64 * k + s.trailing_zeros() as usize;
-                s &= s - 1;
+            for b in set_bits(word).map(|j| 64 * k + j) {
                 if b >= blocks {
                     return Err(Self::invalid("cells", format!("block {b} beyond the vector's {blocks}")));
                 }
@@ -472,10 +477,7 @@ impl Colate {
                     ));
                 }
                 r.require(mask.count_ones() as usize * stride * 8)?;
-                let mut m = mask;
-                while m != 0 {
-                    let i = b * SPARSE_BLOCK + m.trailing_zeros() as usize;
-                    m &= m - 1;
+                for i in set_bits(mask).map(|j| b * SPARSE_BLOCK + j) {
                     for c in &mut self.cells[i * stride..(i + 1) * stride] {
                         *c = r.u64()?;
                     }
@@ -485,10 +487,10 @@ impl Colate {
         Ok(())
     }
 
-    /// Bytes of the largest encoding of a vector of this configuration (the dense layout),
-    /// header included: what a queue or a collector must be able to hold for one.
-    pub fn max_encoded_len(&self) -> usize {
-        HEADER_LEN + FIXED_BODY_BYTES + 1 + self.cells.len() * 8
+    /// Bytes of the largest encoding of a vector of `cfg` (the dense layout), header included:
+    /// what a queue or a collector must be able to hold for one. Needs no vector.
+    pub fn max_encoded_len(cfg: &ColateConfig) -> usize {
+        HEADER_LEN + FIXED_BODY_BYTES + 1 + cfg.counters as usize * cfg.stride() * 8
     }
 
     /// Bytes the vector holds in memory once decoded, whatever its encoding's length: a
@@ -496,9 +498,7 @@ impl Colate {
     pub fn held_bytes(&self) -> usize {
         self.cells.len() * 8 + std::mem::size_of::<Self>()
     }
-}
 
-impl Colate {
     /// The relations every honest vector satisfies: Σ cells ≡ total (mod 2^64) because both
     /// receive the same adds; Σ counts = packets; an empty vector is all zero with the empty
     /// tick range; otherwise first ≤ last and first·packets ≤ total ≤ last·packets.
@@ -688,7 +688,7 @@ mod tests {
         let bytes = s.encode();
         // 3 000 packets in 1 009 counters: the dense layout.
         assert_eq!(bytes.len(), HEADER_LEN + FIXED_BODY_BYTES + 1 + 1_009 * 2 * 8);
-        assert_eq!(bytes.len(), s.max_encoded_len());
+        assert_eq!(bytes.len(), Colate::max_encoded_len(&c));
         assert_eq!(Colate::decode(&c, &bytes).unwrap(), s);
         let empty = Colate::new(&c).unwrap();
         assert_eq!(Colate::decode(&c, &empty.encode()).unwrap(), empty);
@@ -824,8 +824,9 @@ mod tests {
 
     #[test]
     fn a_window_nearly_as_full_as_its_vector_falls_back_to_the_dense_layout() {
-        // Every counter but one holds a packet: the sparse layout (a gap byte and 16 bytes per
-        // counter) would outgrow the dense one (16 bytes per counter), so the writer gives up.
+        // Every counter but one holds a packet: the sparse layout (a bitmap, a mask per block
+        // and 16 bytes per listed counter) would outgrow the dense one (16 bytes per counter),
+        // so the writer gives up.
         let c = cfg(true);
         let mut s = Colate::new(&c).unwrap();
         let n = s.counters();
@@ -839,7 +840,7 @@ mod tests {
         assert!((s.packets as usize) < n, "the sparse writer is tried");
         let bytes = s.encode();
         assert_eq!(bytes[HEADER_LEN + FIXED_BODY_BYTES], LAYOUT_DENSE);
-        assert_eq!(bytes.len(), s.max_encoded_len());
+        assert_eq!(bytes.len(), Colate::max_encoded_len(&c));
         assert_eq!(Colate::decode(&c, &bytes).unwrap(), s);
     }
 
@@ -868,10 +869,10 @@ mod tests {
                 s.update_raw(f, id, ts);
             }
             let bytes = s.encode();
-            prop_assert!(bytes.len() <= s.max_encoded_len());
+            prop_assert!(bytes.len() <= Colate::max_encoded_len(&c));
             let nonzero = (0..s.counters()).filter(|&i| s.sum(i) != 0 || s.count(i) != Some(0)).count();
             // The sparse layout's largest size (a mask per counter) against the dense layout's.
-            if SPARSE_SUMMARY + 8 + nonzero * 24 < s.max_encoded_len() && k < s.counters() {
+            if SPARSE_SUMMARY + 8 + nonzero * 24 < Colate::max_encoded_len(&c) && k < s.counters() {
                 prop_assert_eq!(bytes[HEADER_LEN + FIXED_BODY_BYTES], LAYOUT_SPARSE);
             }
             prop_assert_eq!(Colate::decode(&c, &bytes).unwrap(), s);
