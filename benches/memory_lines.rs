@@ -3,15 +3,15 @@
 //! table of `F` MiB, the lines of a whole burst prefetched before any is updated, as
 //! `Pipeline::prefetch` and `Pipeline::apply` do. With the default tables a worker touches
 //! about seven such lines per packet (LDS's four cells and its flow-log slot, COLATE's counter,
-//! the fridge's slot) in about 25 MiB; RDA's log and LDA's banks are sequential or small.
+//! the fridge's slot) in about 23 MiB; RDA's log and LDA's banks are sequential or small.
 //!
-//! The figures give a floor that no code change reaches: a worker needs at least
-//! forwarding + (its lines per packet × this bench's ns per line) per packet, so the lines per
-//! packet bound the ratio to testpmd that a configuration can reach (BENCHMARKS.md, "W17 (eighth
-//! session)").
+//! The figures give a floor that no code change goes below: a worker needs at least forwarding +
+//! the packet layer + (its lines per packet × this bench's ns per line) per packet, so the lines
+//! per packet bound the ratio to testpmd that a configuration can reach (BENCHMARKS.md, "W17
+//! (eighth session)").
 //!
 //! The tables come from the appliance's allocator ([`HugePageAlloc`]: 2-MiB transparent huge
-//! pages), as the worker's do; the line indices from a xorshift generator, a few instructions
+//! pages from 4 MiB up, 4-KiB pages below), as the worker's do; the line indices from a xorshift generator, a few instructions
 //! per line, which the floor therefore includes.
 //!
 //! Run: `cargo bench --bench memory_lines` (needs the `dpdk` feature, the default, for the
