@@ -22,6 +22,7 @@ use std::hint::black_box;
 use std::time::Duration;
 use wirelat_dataplane::cpu::prefetch;
 use wirelat_dataplane::dpdk::HugePageAlloc;
+use wirelat_dataplane::synopsis::hash;
 
 #[global_allocator]
 static ALLOCATOR: HugePageAlloc = HugePageAlloc;
@@ -49,8 +50,8 @@ impl Lines {
         s ^= s >> 7;
         s ^= s << 17;
         self.state = s;
-        // Multiply-shift onto 0..lines, as the synopses reduce their hashes.
-        (((s >> 32) * self.lines) >> 32) as usize * WORDS_PER_LINE
+        // Onto 0..lines as the synopses reduce their hashes.
+        hash::reduce(s, self.lines) as usize * WORDS_PER_LINE
     }
 }
 

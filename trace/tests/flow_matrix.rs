@@ -58,6 +58,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use wirelat_dataplane::packet::FlowKey;
 use wirelat_dataplane::sim::{self, LossModel, LossProcess};
+use wirelat_dataplane::synopsis::lds::config::MAX_ROWS;
 use wirelat_dataplane::synopsis::lds::{Estimator, Lds, LdsConfig, NoFlowEstimate, coverage};
 
 const EPOCH_NS: u64 = 100_000_000;
@@ -496,8 +497,8 @@ use wirelat_dataplane::synopsis::Synopsis;
 fn lds_rows() -> Option<u32> {
     let s = std::env::var("WIRELAT_LDS_ROWS").ok()?;
     match s.trim().parse::<u32>() {
-        Ok(r) if (2..=64).contains(&r) => Some(r),
-        _ => panic!("WIRELAT_LDS_ROWS={s:?}: expected rows from 2 to 64"),
+        Ok(r) if (2..=MAX_ROWS).contains(&r) => Some(r),
+        _ => panic!("WIRELAT_LDS_ROWS={s:?}: expected rows from 2 to {MAX_ROWS}"),
     }
 }
 
