@@ -2,7 +2,8 @@
 //! modes, L3-sized and DRAM-sized caches), decode time against the
 //! difference size d, merge, encodings and the late-binding epoch-end steps; and a point's
 //! retention of one epoch's cache with the first look-up the peer sends for it, from a cache
-//! filed in bulk (a sorted run) and from one filled one by one (a table).
+//! filed in bulk (a sorted run) and from one filled one by one (a table); and the control
+//! thread's harvest of an epoch's worker logs, merged in order or all at once.
 //!
 //! Run: `cargo bench --no-default-features --bench rda`
 
@@ -219,5 +220,44 @@ fn bench_retention(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_update, bench_decode, bench_epoch_end, bench_retention);
+/// The control thread's harvest of one epoch of RDA (issue 24): `w` workers' logs of 2^20
+/// packets in all (10 Mpps for 100 ms), merged into the reset accumulator and filed. Two ways:
+/// `ordered` merges each shard (appending its log to the accumulator's) and settles, as the
+/// harvest did; `all` is `Synopsis::merge_all`, which sorts the shards' logs where they lie.
+/// The accumulator's reset is timed with both (it is part of every harvest).
+fn bench_harvest(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rda_harvest_1M");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(1 << 20));
+    let cfg = RdaConfig::online(2, 2500, 1 << 20);
+    let ks = keys(1 << 20, 5);
+    for w in [1usize, 4] {
+        let mut shards: Vec<Rda> = (0..w).map(|_| Rda::new(&cfg).expect("valid config")).collect();
+        for (i, &(id, ts)) in ks.iter().enumerate() {
+            shards[i % w].update_logged(id, 0, ts);
+        }
+        let refs: Vec<&Rda> = shards.iter().collect();
+        let mut acc = Rda::new(&cfg).expect("valid config");
+        g.bench_function(BenchmarkId::new("ordered", w), |b| {
+            b.iter(|| {
+                acc.reset();
+                for s in &refs {
+                    acc.merge(s).expect("same configuration");
+                }
+                acc.settle();
+                acc.counters().cached
+            })
+        });
+        g.bench_function(BenchmarkId::new("all", w), |b| {
+            b.iter(|| {
+                acc.reset();
+                acc.merge_all(&refs).expect("same configuration");
+                acc.counters().cached
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_update, bench_decode, bench_epoch_end, bench_retention, bench_harvest);
 criterion_main!(benches);

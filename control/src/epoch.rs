@@ -101,14 +101,13 @@ impl<B: EpochBuffer> Harvester<B> {
             let (epoch, shards) = entry.remove_entry();
             let mut acc = self.spare.pop().unwrap_or_else(|| Box::new((self.make)()));
             acc.reset();
-            let mut merged_shards = 0;
-            let mut result = Ok(());
+            // All shards at once, then back to their workers: RDA sorts every worker's log
+            // where it lies instead of copying each into the accumulator first.
+            let held: Vec<&B> = shards.iter().flatten().map(|b| &**b).collect();
+            let merged_shards = held.len();
+            let result = acc.merge_all(&held);
             for (link, shard) in self.links.iter().zip(shards) {
                 let Some(mut buffer) = shard else { continue };
-                if result.is_ok() {
-                    result = acc.merge_from(&buffer);
-                    merged_shards += 1;
-                }
                 buffer.reset();
                 // The worker's ring has room for every buffer it owns.
                 let _ = link.push_free(buffer);
@@ -117,8 +116,6 @@ impl<B: EpochBuffer> Harvester<B> {
                 self.spare.push(acc);
                 return Err(e);
             }
-            // Merges may defer work (RDA files every worker's log at once here).
-            acc.settle();
             let complete = !self.skipped.remove(&epoch);
             emit(Harvested { epoch, merged: &mut *acc, shards: merged_shards, complete });
             self.counters.epochs += 1;

@@ -37,6 +37,17 @@ pub trait EpochBuffer: Send + 'static {
     /// Finishes what the merges deferred ([`crate::synopsis::Synopsis::settle`]): called once
     /// every shard of the epoch is merged, before the epoch is published.
     fn settle(&mut self) {}
+    /// Adds every worker's shard of the epoch and settles: equal to `merge_from` of each in
+    /// order, then `settle` (the default), but a buffer may read all shards at once
+    /// ([`crate::synopsis::Synopsis::merge_all`]). After an error the value is partly merged
+    /// (not necessarily as far as the ordered merges would have got): reset it.
+    fn merge_all(&mut self, others: &[&Self]) -> Result<(), MergeError> {
+        for o in others {
+            self.merge_from(o)?;
+        }
+        self.settle();
+        Ok(())
+    }
 }
 
 /// Maps timestamps to epoch numbers.

@@ -84,6 +84,14 @@ macro_rules! define_buffer {
                 $(if let Some(s) = &mut self.$t { s.settle(); })*
             }
 
+            fn merge_all(&mut self, others: &[&Self]) -> Result<(), MergeError> {
+                $(merge_all_opt(&mut self.$t, others.iter().map(|o| &o.$t))?;)*
+                for o in others {
+                    self.measured = self.measured.wrapping_add(o.measured);
+                }
+                Ok(())
+            }
+
             /// [`Synopsis::locate`] of every enabled synopsis, into `at`.
             #[inline(always)]
             pub(crate) fn locate(&self, obs: &Observation<'_>, at: &mut Locations, hint: &mut impl FnMut(*const u8)) {
@@ -167,6 +175,16 @@ macro_rules! define_buffer {
                 self.reverse.settle();
                 $(if let Some(s) = &mut self.$o { s.settle(); })*
             }
+
+            /// Each synopsis reads every shard's at once ([`Synopsis::merge_all`]).
+            fn merge_all(&mut self, others: &[&Self]) -> Result<(), MergeError> {
+                let forward: Vec<&DirectionSynopses> = others.iter().map(|o| &o.forward).collect();
+                self.forward.merge_all(&forward)?;
+                let reverse: Vec<&DirectionSynopses> = others.iter().map(|o| &o.reverse).collect();
+                self.reverse.merge_all(&reverse)?;
+                $(merge_all_opt(&mut self.$o, others.iter().map(|o| &o.$o))?;)*
+                Ok(())
+            }
         }
     };
 }
@@ -177,6 +195,20 @@ crate::with_synopses!(define_buffer);
 fn merge_opt<S: Synopsis>(a: &mut Option<S>, b: &Option<S>) -> Result<(), MergeError> {
     if let (Some(a), Some(b)) = (a.as_mut(), b.as_ref()) {
         a.merge(b)?;
+    }
+    Ok(())
+}
+
+/// [`Synopsis::merge_all`] of the shards that have `S` into `a` (buffers of one run always
+/// have the same set); settles `a` even when no shard has it, as the ordered merges' settle
+/// would.
+fn merge_all_opt<'a, S: Synopsis + 'a>(
+    a: &mut Option<S>,
+    others: impl Iterator<Item = &'a Option<S>>,
+) -> Result<(), MergeError> {
+    if let Some(a) = a.as_mut() {
+        let shards: Vec<&S> = others.filter_map(Option::as_ref).collect();
+        a.merge_all(&shards)?;
     }
     Ok(())
 }

@@ -109,10 +109,19 @@ fn run(set: &SynopsisSet, packets: &[(usize, u64, Vec<u8>)], workers: usize, epo
     let mut merged = Merged::new();
     for (epoch, per_worker) in shards.into_inner() {
         let mut acc = template.clone();
-        for s in per_worker.into_iter().flatten() {
-            acc.merge_from(&s).unwrap();
+        let held: Vec<&EpochSynopses> = per_worker.iter().flatten().collect();
+        for s in &held {
+            acc.merge_from(s).unwrap();
         }
         acc.settle();
+        // The harvest's way, every shard at once, leaves the same epoch.
+        let mut all = template.clone();
+        all.merge_all(&held).unwrap();
+        assert_eq!(encodings(&all), encodings(&acc), "epoch {epoch}: merge_all against ordered merges");
+        assert_eq!(fridge_counts(&all), fridge_counts(&acc), "epoch {epoch}");
+        for d in Direction::BOTH {
+            assert_eq!(all.direction(d).measured, acc.direction(d).measured, "epoch {epoch}");
+        }
         merged.insert(epoch, acc);
     }
     merged

@@ -234,6 +234,19 @@ pub trait Synopsis: Sized + Send {
     /// of the work to [`Synopsis::settle`].
     fn merge(&mut self, other: &Self) -> Result<(), MergeError>;
 
+    /// Adds every shard of `others` into `self` and settles: the value equals `merge` of each
+    /// in order followed by [`Synopsis::settle`]. For a synopsis that can read all shards at
+    /// once instead of adding them one by one (RDA sorts every worker's log where it lies,
+    /// without first copying each into the merged value's). Stops at the first error, as the
+    /// merges in order would. The default merges in order, then settles.
+    fn merge_all(&mut self, others: &[&Self]) -> Result<(), MergeError> {
+        for o in others {
+            self.merge(o)?;
+        }
+        self.settle();
+        Ok(())
+    }
+
     /// Finishes what merges deferred (RDA files the appended logs at once), so the value is
     /// ready to encode or estimate. Called once an epoch's shards are all merged; idempotent.
     /// Control thread (may allocate). Nothing to do by default.

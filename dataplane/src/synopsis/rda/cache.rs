@@ -234,10 +234,22 @@ impl TimestampCache {
         top_counts: Option<&[u32; TOP_BUCKETS]>,
         on_repeat: impl FnMut(u64, &[(u64, u64)]),
     ) -> bool {
-        if self.len > 0 || pairs.len() > self.capacity {
+        self.file_sorted_parts(&[pairs], top_counts, on_repeat)
+    }
+
+    /// [`TimestampCache::file_sorted`] of the concatenation of `parts`, read where they are
+    /// ([`super::sorted::Sorter::sort_unique_parts`]); `top_counts` counts all of them.
+    pub fn file_sorted_parts(
+        &mut self,
+        parts: &[&[(u64, u64)]],
+        top_counts: Option<&[u32; TOP_BUCKETS]>,
+        on_repeat: impl FnMut(u64, &[(u64, u64)]),
+    ) -> bool {
+        let n: usize = parts.iter().map(|p| p.len()).sum();
+        if self.len > 0 || n > self.capacity {
             return false;
         }
-        let c = self.sorter.sort_unique(pairs, top_counts, &mut self.run, on_repeat);
+        let c = self.sorter.sort_unique_parts(parts, top_counts, &mut self.run, on_repeat);
         self.in_run = true;
         self.len = c.distinct;
         self.excluded = c.excluded;

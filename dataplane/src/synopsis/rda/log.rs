@@ -3,10 +3,11 @@
 //! Why a log and not the cache itself: with one new id per packet, inserting into the
 //! ID → timestamp hash table ([`super::TimestampCache`], tens of MB for a 100-ms epoch at line
 //! rate) is a cache and TLB miss per packet that no prefetch hides well; appending to a log is
-//! a sequential store. The control thread's merge appends the worker's log to the merged
-//! epoch's ([`super::Rda::merge`]), and its settle files them all into the cache
-//! ([`super::Rda::settle`]) with the same duplicate and capacity rules the direct path applies
-//! per packet, so the merged result is the same.
+//! a sequential store. The control thread's harvest files every worker's log of an epoch into
+//! the merged epoch's cache, read where they lie ([`super::Rda`]'s `merge_all`; a merge of one
+//! shard appends its log to the merged epoch's, and [`super::Rda::settle`] files it), with the
+//! same duplicate and capacity rules the direct path applies per packet, so the merged result
+//! is the same.
 
 /// Buckets of [`PacketLog::top_counts`]: one per value of an id's top byte.
 pub const TOP_BUCKETS: usize = 256;
@@ -73,6 +74,11 @@ impl PacketLog {
     /// The logged packets, in arrival order.
     pub fn entries(&self) -> &[(u64, u64)] {
         &self.entries
+    }
+
+    /// Packets the log holds at most.
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// Packets logged.

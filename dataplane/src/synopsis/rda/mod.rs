@@ -23,15 +23,17 @@
 //!    random miss per packet at line rate). No allocation, lock or I/O.
 //!    ([`Synopsis::update`], the direct path, files each packet into the cache at once; tests,
 //!    simulations and tools use it.)
-//! 2. The control thread [`Synopsis::merge`]s the shards into an empty accumulator: buckets
-//!    add, and each shard's log is appended to the accumulator's. Once every shard is in,
-//!    [`Rda::settle`] files the logged packets into the accumulator's cache with the direct
+//! 2. The control thread merges the shards into an empty accumulator: buckets add, and the
+//!    shards' logged packets are filed into the accumulator's cache with the direct
 //!    path's rules (an id already cached is a duplicate: every copy of it is taken out of the
 //!    banks and the id stays in the cache as excluded; past the capacity the packet is taken
 //!    out and counted in `cache_full`), so the result equals the direct path's; into an empty
 //!    cache it sorts them into a run at once ([`sorted`]) instead of one table insert per
-//!    packet. It then ships [`Synopsis::encode`] (online: counters + bucket array; late
-//!    binding: counters + MinHash signature, computed from the cache). The cache is not part
+//!    packet. The harvest takes every shard of an epoch at once ([`Synopsis::merge_all`]),
+//!    which sorts the shards' logs where they lie; merged one by one ([`Synopsis::merge`]),
+//!    each shard's log is appended to the accumulator's and [`Rda::settle`] files them. It
+//!    then ships [`Synopsis::encode`] (online: counters + bucket array; late binding:
+//!    counters + MinHash signature, computed from the cache). The cache is not part
 //!    of that encoding: the control thread copies its pairs ([`Rda::cache`]; the accumulator
 //!    keeps its buffers for the next epoch) and keeps them for a retention time to answer the
 //!    peer's look-ups ([`TimestampSource`]); [`Rda::take_cache`] moves the cache out instead,
@@ -227,17 +229,7 @@ impl Rda {
         }
         let (top_counts, logged) = (logged.top_counts(), logged.entries());
         let (banks, counters) = (&mut self.banks, &mut self.counters);
-        let sorted = self.cache.file_sorted(logged, top_counts, |id, copies| {
-            // Every copy leaves the banks; all but the first count as duplicates (as `file`).
-            counters.duplicates = counters.duplicates.saturating_add(copies.len() as u64 - 1);
-            if let Some(b) = banks {
-                for &(_, ts) in copies {
-                    if ts != EXCLUDED {
-                        b.delete(id, ts);
-                    }
-                }
-            }
-        });
+        let sorted = self.cache.file_sorted(logged, top_counts, Self::on_repeat(banks, counters));
         if !sorted {
             // The ids are known in advance: hint the slot a few entries ahead so the misses of
             // the (table-sized, random) probes overlap instead of following one another.
@@ -252,6 +244,45 @@ impl Rda {
             }
         }
         self.count_cache();
+    }
+
+    /// Files several shards' logs into this value's **empty** cache, which has room for all
+    /// of them, as one sorted run read from where they lie: what appending them to one log
+    /// and [`Rda::file_logged`] would leave ([`Rda::merge_all`] checks the conditions).
+    fn file_logs(&mut self, logs: &[&PacketLog]) {
+        let parts: Vec<&[(u64, u64)]> = logs.iter().map(|l| l.entries()).collect();
+        // The logs' counts added up; `None` if one of them disowned its own.
+        let mut top = [0u32; log::TOP_BUCKETS];
+        let mut counted = true;
+        for l in logs {
+            match l.top_counts() {
+                Some(c) => top.iter_mut().zip(c).for_each(|(t, c)| *t = t.wrapping_add(*c)),
+                None => counted = false,
+            }
+        }
+        let (banks, counters) = (&mut self.banks, &mut self.counters);
+        let top_counts = counted.then_some(&top);
+        let sorted = self.cache.file_sorted_parts(&parts, top_counts, Self::on_repeat(banks, counters));
+        debug_assert!(sorted, "file_logs needs an empty cache with room for every pair");
+        self.count_cache();
+    }
+
+    /// What filing a sorted run does with an id given more than once: every copy leaves the
+    /// banks; all but the first count as duplicates (as [`Rda::file`]).
+    fn on_repeat<'a>(
+        banks: &'a mut Option<Banks>,
+        counters: &'a mut RdaCounters,
+    ) -> impl FnMut(u64, &[(u64, u64)]) + 'a {
+        move |id, copies| {
+            counters.duplicates = counters.duplicates.saturating_add(copies.len() as u64 - 1);
+            if let Some(b) = banks {
+                for &(_, ts) in copies {
+                    if ts != EXCLUDED {
+                        b.delete(id, ts);
+                    }
+                }
+            }
+        }
     }
 
     /// Sets `cached` and `duplicate_ids` from the cache (after filing; the control thread).
@@ -457,6 +488,40 @@ impl Synopsis for Rda {
         if other.signature.is_some() || self.signature.is_some() {
             // Signatures of decoded values cannot be merged exactly; recompute from caches.
             self.signature = None;
+        }
+        Ok(())
+    }
+
+    /// The workers' logs sorted where they lie, not appended first: where every shard merely
+    /// logged (the workers' case) into an empty value with room for all their packets, the
+    /// ordered merges would append each log and [`Rda::settle`] would then file the whole
+    /// into a sorted run, whose result does not depend on the order; reading the shards' logs
+    /// directly spares a copy of every logged pair. Otherwise it merges in order and settles.
+    fn merge_all(&mut self, others: &[&Self]) -> Result<(), MergeError> {
+        let logged: usize = others.iter().map(|o| o.log.len()).sum();
+        let direct = self.cache.is_empty()
+            && self.log.is_empty()
+            && logged <= self.log.capacity()
+            && others.iter().all(|o| o.cache.is_empty() && self.check_same_config(o).is_ok());
+        if !direct {
+            for o in others {
+                self.merge(o)?;
+            }
+            self.settle();
+            return Ok(());
+        }
+        for o in others {
+            self.counters.add(&o.counters);
+            if let (Some(a), Some(b)) = (&mut self.banks, &o.banks) {
+                a.add(b);
+            }
+            if o.signature.is_some() || self.signature.is_some() {
+                self.signature = None;
+            }
+        }
+        if logged > 0 {
+            let logs: Vec<&PacketLog> = others.iter().map(|o| &o.log).collect();
+            self.file_logs(&logs);
         }
         Ok(())
     }

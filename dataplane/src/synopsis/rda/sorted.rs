@@ -66,9 +66,22 @@ impl Sorter {
         src: &[(u64, u64)],
         top_counts: Option<&[u32; TOP_BUCKETS]>,
         out: &mut Vec<(u64, u64)>,
+        on_repeat: impl FnMut(u64, &[(u64, u64)]),
+    ) -> Collapsed {
+        self.sort_unique_parts(&[src], top_counts, out, on_repeat)
+    }
+
+    /// [`Sorter::sort_unique`] of the concatenation of `parts` (several workers' logs), read
+    /// where they are: concatenating them first would be one more write and read of every pair.
+    /// `top_counts` counts all parts together.
+    pub fn sort_unique_parts(
+        &mut self,
+        parts: &[&[(u64, u64)]],
+        top_counts: Option<&[u32; TOP_BUCKETS]>,
+        out: &mut Vec<(u64, u64)>,
         mut on_repeat: impl FnMut(u64, &[(u64, u64)]),
     ) -> Collapsed {
-        let n = src.len();
+        let n: usize = parts.iter().map(|p| p.len()).sum();
         if out.len() < n {
             // Exactly: `out` is a cache's run, which retention moves out or copies with the same
             // room where the run fills at least half of it (`TimestampCache::run_room`), so it
@@ -85,10 +98,18 @@ impl Sorter {
                     *e = x as usize;
                 }
             }
-            None => count_by(src, &mut ends, top_byte),
+            None => {
+                ends.fill(0);
+                for part in parts {
+                    add_counts(part, &mut ends, top_byte);
+                }
+            }
         }
         if let Some(dst) = out.get_mut(..n) {
-            place::<true>(src, dst, &mut ends, top_byte);
+            to_starts(&mut ends);
+            for part in parts {
+                place::<true>(part, dst, &mut ends, top_byte);
+            }
         }
         let mut collapsed = Collapsed::default();
         let mut begin = 0;
@@ -194,6 +215,11 @@ fn scatter_by(src: &[(u64, u64)], dst: &mut [(u64, u64)], ends: &mut [usize], ke
 /// The first pass of [`scatter_by`]: `ends[k + 1]` = how many pairs have key k (`ends[0]` = 0).
 fn count_by(src: &[(u64, u64)], ends: &mut [usize], key: impl Fn(u64) -> usize) {
     ends.fill(0);
+    add_counts(src, ends, key);
+}
+
+/// Adds `src`'s pairs with key k to `ends[k + 1]`.
+fn add_counts(src: &[(u64, u64)], ends: &mut [usize], key: impl Fn(u64) -> usize) {
     for &(id, _) in src {
         if let Some(c) = ends.get_mut(key(id) + 1) {
             *c += 1;
@@ -201,8 +227,16 @@ fn count_by(src: &[(u64, u64)], ends: &mut [usize], key: impl Fn(u64) -> usize) 
     }
 }
 
+/// Turns counts (`ends[k + 1]`: pairs with key k) into where each key starts (`ends[k]`).
+fn to_starts(ends: &mut [usize]) {
+    for k in 1..ends.len() {
+        ends[k] += ends[k - 1];
+    }
+}
+
 /// The second pass of [`scatter_by`], from the counts [`count_by`] leaves in `ends`.
 fn place_by(src: &[(u64, u64)], dst: &mut [(u64, u64)], ends: &mut [usize], key: impl Fn(u64) -> usize) {
+    to_starts(ends);
     place::<false>(src, dst, ends, key);
 }
 
@@ -211,7 +245,9 @@ const SOURCE_AHEAD: usize = 32;
 /// Pairs past a stream's write position that the top level hints (its next line).
 const STREAM_AHEAD: usize = 4;
 
-/// [`place_by`]; `HINTED` also hints the source [`SOURCE_AHEAD`] pairs ahead and each
+/// Places `src`'s pairs at the starts `ends` holds ([`to_starts`]), advancing each key's start
+/// past its pairs: after every part of the input, `ends[k]` is where key k ends. `HINTED` also
+/// hints the source [`SOURCE_AHEAD`] pairs ahead and each
 /// stream's line [`STREAM_AHEAD`] pairs past where it writes. The top level reads a DRAM-sized
 /// log while it writes 256 streams into DRAM-sized memory, more streams than a hardware
 /// prefetcher follows: without the hints, every fourth write to a stream waited for its line.
@@ -222,10 +258,6 @@ fn place<const HINTED: bool>(
     ends: &mut [usize],
     key: impl Fn(u64) -> usize,
 ) {
-    for k in 1..ends.len() {
-        ends[k] += ends[k - 1];
-    }
-    // ends[k] is where key k starts; advanced past each of its pairs, it ends where k does.
     for (i, &pair) in src.iter().enumerate() {
         if HINTED {
             prefetch(src.as_ptr().wrapping_add(i + SOURCE_AHEAD).cast());
@@ -285,7 +317,28 @@ mod tests {
         short[0] = short[0].wrapping_add(1);
         for given in [None, Some(&counts), Some(&short)] {
             check_given(src, given);
+            check_parts(src, given);
         }
+    }
+
+    /// Checks `sort_unique_parts` of `src` cut into parts (one of them empty) against
+    /// `sort_unique` of the whole: the same pairs, repeats and counts.
+    fn check_parts(src: &[(u64, u64)], top_counts: Option<&[u32; TOP_BUCKETS]>) {
+        let n = src.len();
+        let parts = [&src[..n / 3], &src[n / 3..n / 3], &src[n / 3..2 * n / 3], &src[2 * n / 3..]];
+        let run = |parts: &[&[(u64, u64)]]| {
+            let mut out = Vec::new();
+            let mut repeats = Vec::new();
+            let c = Sorter::default().sort_unique_parts(parts, top_counts, &mut out, |id, copies| {
+                let mut copies = copies.to_vec();
+                copies.sort_unstable();
+                repeats.push((id, copies));
+            });
+            out.truncate(c.distinct);
+            repeats.sort_unstable();
+            (c, out, repeats)
+        };
+        assert_eq!(run(&parts), run(&[src]), "{n} pairs in parts");
     }
 
     /// Checks one `sort_unique` against a std sort and a count of each id's copies.

@@ -175,3 +175,63 @@ fn a_settled_shard_equals_the_direct_path() {
     assert_eq!(cleared.logged(), 0);
     assert!(cleared.cache().is_empty());
 }
+
+/// `merge_all` (the harvest's: every worker's log sorted where it lies) leaves exactly what
+/// merging the shards in order and settling leaves, where it reads the logs directly (logged
+/// shards into an empty value) and where it falls back to the ordered merges (a shard that
+/// filed its cache, a value that already holds packets, more packets than the capacity).
+#[test]
+fn merge_all_equals_ordered_merges_then_settle() {
+    let mut rng = 0x9e37_79b9_u64;
+    let mut next = || {
+        rng = mix64(rng.wrapping_add(1));
+        rng
+    };
+    for cfg in [
+        online(3, 64, 10_000),
+        online(2, 32, 150),
+        RdaConfig { sample_probability: 0.5, ..online(2, 64, 10_000) },
+        RdaConfig::late_binding(2, 10_000),
+    ] {
+        let mut packets: Vec<(u64, u64)> = Vec::new();
+        for i in 0..400u64 {
+            let ts = 1_000_000 + (next() % 100_000);
+            let id = if i > 10 && next() % 5 == 0 { packets[(next() % i) as usize].0 } else { next() };
+            packets.push((id, ts));
+        }
+        for shards in 1..=4usize {
+            // 0: every shard logs (the workers' case); 1: the last shard filed its packets
+            // directly; 2: the value merged into already holds a logged packet.
+            for case in 0..3 {
+                let mut workers: Vec<Rda> = (0..shards).map(|_| Rda::new(&cfg).unwrap()).collect();
+                for (i, &(id, ts)) in packets.iter().enumerate() {
+                    let w = i % shards;
+                    if case == 1 && w + 1 == shards {
+                        workers[w].update_raw(id, id ^ 7, ts);
+                    } else {
+                        workers[w].update_logged(id, id ^ 7, ts);
+                    }
+                }
+                let mut start = Rda::new(&cfg).unwrap();
+                if case == 2 {
+                    start.update_logged(packets[0].0, 0, 5);
+                }
+                let mut ordered = start.clone();
+                for w in &workers {
+                    ordered.merge(w).unwrap();
+                }
+                ordered.settle();
+                let mut all = start;
+                let refs: Vec<&Rda> = workers.iter().collect();
+                all.merge_all(&refs).unwrap();
+                assert_eq!(all.logged(), 0, "settled");
+                assert_eq!(all, ordered, "{cfg:?}, {shards} shard(s), case {case}");
+                assert_eq!(all.encode(), ordered.encode());
+            }
+        }
+    }
+    let mut a = Rda::new(&online(2, 128, 100)).unwrap();
+    let mut b = Rda::new(&online(2, 129, 100)).unwrap();
+    b.update_logged(1, 0, 1);
+    assert!(a.merge_all(&[&b]).is_err(), "configurations differ");
+}
