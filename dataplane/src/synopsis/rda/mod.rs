@@ -501,7 +501,7 @@ impl Synopsis for Rda {
         let logged: usize = others.iter().map(|o| o.log.len()).sum();
         let direct = self.cache.is_empty()
             && self.log.is_empty()
-            && logged <= self.log.capacity()
+            && logged <= self.log.capacity().min(self.cache.capacity())
             && others.iter().all(|o| o.cache.is_empty() && self.check_same_config(o).is_ok());
         if !direct {
             for o in others {
