@@ -12,10 +12,10 @@
 //! them evenly. One pass scatters the log (or each worker's log in turn) by the top byte into
 //! 256 buckets of the output (256 write streams: their tails stay in L1; the log and each
 //! stream's next line are hinted ahead), from counts the worker's log kept as it filled
-//! ([`super::PacketLog::top_counts`]) or, without them, from a counting pass. Each bucket (≈ 64 KiB for 10⁶ packets) is then
-//! sorted while it is in L2: by as many of the next bits as it has about ids (8 to 14) into a
-//! scratch buffer, then by one insertion sort over the bucket, which only moves a pair within
-//! its sub-bucket (≈ 1 id). A skewed bucket (crafted ids) only costs time: where a sub-bucket
+//! ([`super::PacketLog::top_counts`]) or, without them, from a counting pass. Each bucket
+//! (≈ 64 KiB for 10⁶ packets) is then sorted while it is in L2: by as many of the next bits as
+//! it has about ids (8 to 14) into a scratch buffer, then by one insertion sort over the
+//! bucket, which only moves a pair within its sub-bucket (≈ 1 id). A skewed bucket (crafted ids) only costs time: where a sub-bucket
 //! is long, each sub-bucket is sorted on its own, a long one by the standard library's sort.
 //! Each sorted bucket is collapsed (one pair per id) on its way back into the output, while it
 //! is still in cache, and meanwhile the next bucket is hinted into cache.
@@ -248,10 +248,11 @@ const STREAM_AHEAD: usize = 4;
 /// Places `src`'s pairs at the starts `ends` holds ([`to_starts`]), advancing each key's start
 /// past its pairs: after every part of the input, `ends[k]` is where key k ends. `HINTED` also
 /// hints the source [`SOURCE_AHEAD`] pairs ahead (past a part's end too: a hint is never
-/// dereferenced) and each stream's line [`STREAM_AHEAD`] pairs past where it writes. The top level reads a DRAM-sized
-/// log while it writes 256 streams into DRAM-sized memory, more streams than a hardware
-/// prefetcher follows: without the hints, every fourth write to a stream waited for its line.
-/// A stream reaches its hinted line on average a thousand pairs later.
+/// dereferenced) and each stream's line [`STREAM_AHEAD`] pairs past where it writes. The top
+/// level reads a DRAM-sized log while it writes 256 streams into DRAM-sized memory, more
+/// streams than a hardware prefetcher follows: without the hints, every fourth write to a
+/// stream waited for its line. A stream reaches its hinted line on average a thousand pairs
+/// later.
 fn place<const HINTED: bool>(
     src: &[(u64, u64)],
     dst: &mut [(u64, u64)],

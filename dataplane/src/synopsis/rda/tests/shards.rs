@@ -80,6 +80,22 @@ fn trait_update_equals_update_raw_and_prefetch_targets_the_table() {
     }
 }
 
+/// 400 packets, a fifth of them repeats of an earlier id with a random (earlier or later)
+/// timestamp; ids and timestamps random, drawn from the generator state `rng`.
+fn packets_with_repeats(rng: &mut u64) -> Vec<(u64, u64)> {
+    let mut next = || {
+        *rng = mix64(rng.wrapping_add(1));
+        *rng
+    };
+    let mut packets: Vec<(u64, u64)> = Vec::new();
+    for i in 0..400u64 {
+        let ts = 1_000_000 + (next() % 100_000);
+        let id = if i > 10 && next() % 5 == 0 { packets[(next() % i) as usize].0 } else { next() };
+        packets.push((id, ts));
+    }
+    packets
+}
+
 /// The worker's path (log in the shard, appended by the control thread's merges to an empty
 /// accumulator's log and filed by its `settle`) gives exactly what the direct path gives: same
 /// banks, cache and counters, with repeated ids (earlier and later copies, on one shard and
@@ -87,10 +103,6 @@ fn trait_update_equals_update_raw_and_prefetch_targets_the_table() {
 #[test]
 fn logged_shards_merged_equal_the_direct_path() {
     let mut rng = 0x1234_5678_u64;
-    let mut next = || {
-        rng = mix64(rng.wrapping_add(1));
-        rng
-    };
     for cfg in [
         online(3, 64, 10_000),
         online(2, 32, 150),
@@ -98,14 +110,7 @@ fn logged_shards_merged_equal_the_direct_path() {
         RdaConfig::late_binding(2, 10_000),
         RdaConfig::late_binding(2, 120),
     ] {
-        // 400 packets, a fifth of them repeats of an earlier id with a random (earlier or
-        // later) timestamp; ids and timestamps random.
-        let mut packets: Vec<(u64, u64)> = Vec::new();
-        for i in 0..400u64 {
-            let ts = 1_000_000 + (next() % 100_000);
-            let id = if i > 10 && next() % 5 == 0 { packets[(next() % i) as usize].0 } else { next() };
-            packets.push((id, ts));
-        }
+        let packets = packets_with_repeats(&mut rng);
         let mut direct = Rda::new(&cfg).unwrap();
         for &(id, ts) in &packets {
             direct.update_raw(id, id ^ 7, ts);
@@ -183,22 +188,13 @@ fn a_settled_shard_equals_the_direct_path() {
 #[test]
 fn merge_all_equals_ordered_merges_then_settle() {
     let mut rng = 0x9e37_79b9_u64;
-    let mut next = || {
-        rng = mix64(rng.wrapping_add(1));
-        rng
-    };
     for cfg in [
         online(3, 64, 10_000),
         online(2, 32, 150),
         RdaConfig { sample_probability: 0.5, ..online(2, 64, 10_000) },
         RdaConfig::late_binding(2, 10_000),
     ] {
-        let mut packets: Vec<(u64, u64)> = Vec::new();
-        for i in 0..400u64 {
-            let ts = 1_000_000 + (next() % 100_000);
-            let id = if i > 10 && next() % 5 == 0 { packets[(next() % i) as usize].0 } else { next() };
-            packets.push((id, ts));
-        }
+        let packets = packets_with_repeats(&mut rng);
         for shards in 1..=4usize {
             // 0: every shard logs (the workers' case); 1: the last shard filed its packets
             // directly; 2: the value merged into already holds a logged packet.
