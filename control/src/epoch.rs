@@ -98,17 +98,17 @@ impl<B: EpochBuffer> Harvester<B> {
             if *entry.key() >= watermark {
                 break;
             }
-            let (epoch, shards) = entry.remove_entry();
+            let (epoch, mut shards) = entry.remove_entry();
             let mut acc = self.spare.pop().unwrap_or_else(|| Box::new((self.make)()));
-            acc.reset();
-            // All shards at once, then back to their workers: RDA sorts every worker's log
-            // where it lies instead of copying each into the accumulator first.
-            let held: Vec<&B> = shards.iter().flatten().map(|b| &**b).collect();
-            let merged_shards = held.len();
-            let result = acc.merge_all(&held);
+            let (merged_shards, result) = {
+                let mut held: Vec<&mut B> = shards.iter_mut().flatten().map(|b| &mut **b).collect();
+                // All shards at once, left reset: RDA sorts every worker's log where it lies
+                // instead of copying each into the accumulator first, COLATE reads and zeroes
+                // each worker's vector in one pass, and the accumulator needs no reset.
+                (held.len(), acc.drain_all(&mut held))
+            };
             for (link, shard) in self.links.iter().zip(shards) {
-                let Some(mut buffer) = shard else { continue };
-                buffer.reset();
+                let Some(buffer) = shard else { continue };
                 // The worker's ring has room for every buffer it owns.
                 let _ = link.push_free(buffer);
             }

@@ -48,6 +48,19 @@ pub trait EpochBuffer: Send + 'static {
         self.settle();
         Ok(())
     }
+    /// The harvest's step: `self` becomes the settled merge of `shards` (dropping what it held)
+    /// and every shard is left reset, also after an error, ready to go back to its worker.
+    /// Equal to `reset`, `merge_all`, then `reset` of each shard (the default); a buffer may
+    /// zero each shard as it reads it ([`crate::synopsis::Synopsis::drain_all`]).
+    fn drain_all(&mut self, shards: &mut [&mut Self]) -> Result<(), MergeError> {
+        self.reset();
+        let read: Vec<&Self> = shards.iter().map(|s| &**s).collect();
+        let merged = self.merge_all(&read);
+        for s in shards.iter_mut() {
+            s.reset();
+        }
+        merged
+    }
 }
 
 /// Maps timestamps to epoch numbers.

@@ -92,6 +92,18 @@ macro_rules! define_buffer {
                 Ok(())
             }
 
+            /// [`Synopsis::drain_all`] of every enabled synopsis; every synopsis is drained
+            /// (and every shard left reset) even after one fails, whose error is returned.
+            fn drain_all(&mut self, shards: &mut [&mut Self]) -> Result<(), MergeError> {
+                let mut result = Ok(());
+                $(keep_first_error(&mut result, drain_all_opt(&mut self.$t, shards.iter_mut().map(|s| &mut s.$t)));)*
+                self.measured = 0;
+                for s in shards.iter_mut() {
+                    self.measured = self.measured.wrapping_add(std::mem::take(&mut s.measured));
+                }
+                result
+            }
+
             /// [`Synopsis::locate`] of every enabled synopsis, into `at`.
             #[inline(always)]
             pub(crate) fn locate(&self, obs: &Observation<'_>, at: &mut Locations, hint: &mut impl FnMut(*const u8)) {
@@ -185,6 +197,17 @@ macro_rules! define_buffer {
                 $(merge_all_opt(&mut self.$o, others.iter().map(|o| &o.$o))?;)*
                 Ok(())
             }
+
+            /// Each synopsis drains every shard's at once ([`Synopsis::drain_all`]); all are
+            /// drained even after one fails, so every shard goes back to its worker reset.
+            fn drain_all(&mut self, shards: &mut [&mut Self]) -> Result<(), MergeError> {
+                let mut forward: Vec<&mut DirectionSynopses> = shards.iter_mut().map(|s| &mut s.forward).collect();
+                let mut result = self.forward.drain_all(&mut forward);
+                let mut reverse: Vec<&mut DirectionSynopses> = shards.iter_mut().map(|s| &mut s.reverse).collect();
+                keep_first_error(&mut result, self.reverse.drain_all(&mut reverse));
+                $(keep_first_error(&mut result, drain_all_opt(&mut self.$o, shards.iter_mut().map(|s| &mut s.$o)));)*
+                result
+            }
         }
     };
 }
@@ -211,6 +234,29 @@ fn merge_all_opt<'a, S: Synopsis + 'a>(
         a.merge_all(&shards)?;
     }
     Ok(())
+}
+
+/// [`Synopsis::drain_all`] of the shards that have `S` into `a`; without `a` (never in one
+/// run, whose buffers all have the same set) the shards are only reset.
+fn drain_all_opt<'a, S: Synopsis + 'a>(
+    a: &mut Option<S>,
+    shards: impl Iterator<Item = &'a mut Option<S>>,
+) -> Result<(), MergeError> {
+    let mut shards: Vec<&mut S> = shards.filter_map(Option::as_mut).collect();
+    match a.as_mut() {
+        Some(a) => a.drain_all(&mut shards),
+        None => {
+            shards.iter_mut().for_each(|s| s.reset());
+            Ok(())
+        }
+    }
+}
+
+/// Keeps the first error of several steps that must all run.
+fn keep_first_error(first: &mut Result<(), MergeError>, next: Result<(), MergeError>) {
+    if first.is_ok() {
+        *first = next;
+    }
 }
 
 impl EpochSynopses {

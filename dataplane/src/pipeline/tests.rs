@@ -122,6 +122,21 @@ fn run(set: &SynopsisSet, packets: &[(usize, u64, Vec<u8>)], workers: usize, epo
         for d in Direction::BOTH {
             assert_eq!(all.direction(d).measured, acc.direction(d).measured, "epoch {epoch}");
         }
+        // And the harvest's drain (into a buffer still holding the last epoch) leaves it too,
+        // with every shard back to a fresh buffer's state.
+        let mut drained = merged.values().next_back().cloned().unwrap_or_else(|| template.clone());
+        let mut shards: Vec<EpochSynopses> = per_worker.into_iter().flatten().collect();
+        let mut held: Vec<&mut EpochSynopses> = shards.iter_mut().collect();
+        drained.drain_all(&mut held).unwrap();
+        assert_eq!(encodings(&drained), encodings(&acc), "epoch {epoch}: drain_all against ordered merges");
+        assert_eq!(fridge_counts(&drained), fridge_counts(&acc), "epoch {epoch}");
+        for d in Direction::BOTH {
+            assert_eq!(drained.direction(d).measured, acc.direction(d).measured, "epoch {epoch}");
+        }
+        for s in &shards {
+            assert_eq!(encodings(s), encodings(&template), "epoch {epoch}: a drained shard is reset");
+            assert!(Direction::BOTH.iter().all(|d| s.direction(*d).measured == 0), "epoch {epoch}");
+        }
         merged.insert(epoch, acc);
     }
     merged

@@ -247,6 +247,22 @@ pub trait Synopsis: Sized + Send {
         Ok(())
     }
 
+    /// The harvest's step: `self` becomes the settled merge of `shards` (whatever it held
+    /// before is dropped) and every shard is left reset, also after an error. Equal to
+    /// [`Synopsis::reset`], [`Synopsis::merge_all`], then a reset of each shard (the default).
+    /// A synopsis whose state is one large vector overrides it to read, add and zero each
+    /// shard's vector in one pass, and to copy the first shard instead of adding it to zeros:
+    /// two passes over every worker's vector and one over the merged one fewer per epoch.
+    fn drain_all(&mut self, shards: &mut [&mut Self]) -> Result<(), MergeError> {
+        self.reset();
+        let read: Vec<&Self> = shards.iter().map(|s| &**s).collect();
+        let merged = self.merge_all(&read);
+        for s in shards.iter_mut() {
+            s.reset();
+        }
+        merged
+    }
+
     /// Finishes what merges deferred (RDA files the appended logs at once), so the value is
     /// ready to encode or estimate. Called once an epoch's shards are all merged; idempotent.
     /// Control thread (may allocate). Nothing to do by default.

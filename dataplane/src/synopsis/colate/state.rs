@@ -266,11 +266,25 @@ impl Colate {
         for (a, b) in self.cells.iter_mut().zip(&other.cells) {
             *a = a.wrapping_add(*b);
         }
+        self.add_totals(other);
+    }
+
+    /// Adds `other`'s totals and tick range (not its cells).
+    fn add_totals(&mut self, other: &Self) {
         self.total_ticks += other.total_ticks;
         self.packets += other.packets;
         self.skipped += other.skipped;
         self.first_tick = self.first_tick.min(other.first_tick);
         self.last_tick = self.last_tick.max(other.last_tick);
+    }
+
+    /// The totals and tick range of an empty vector (the cells are left as they are).
+    fn reset_totals(&mut self) {
+        self.total_ticks = 0;
+        self.packets = 0;
+        self.skipped = 0;
+        self.first_tick = u64::MAX;
+        self.last_tick = 0;
     }
 
     fn invalid(field: &'static str, reason: impl Into<String>) -> DecodeError {
@@ -348,11 +362,36 @@ impl Synopsis for Colate {
 
     fn reset(&mut self) {
         self.cells.fill(0);
-        self.total_ticks = 0;
-        self.packets = 0;
-        self.skipped = 0;
-        self.first_tick = u64::MAX;
-        self.last_tick = 0;
+        self.reset_totals();
+    }
+
+    /// One pass over each worker's vector, zeroing it as it is read: the first shard's is
+    /// copied, the others' added. The harvest's merge and reset were three passes over each
+    /// worker's vector and one over the merged one (its reset), most of the control thread's
+    /// fixed cost per worker and epoch at a million counters (BENCHMARKS.md, W17).
+    fn drain_all(&mut self, shards: &mut [&mut Self]) -> Result<(), MergeError> {
+        let same = shards.iter().try_for_each(|s| self.check_same_config(s));
+        let Some((first, rest)) = shards.split_first_mut().filter(|_| same.is_ok()) else {
+            self.reset();
+            for s in shards.iter_mut() {
+                s.reset();
+            }
+            return same;
+        };
+        for (a, b) in self.cells.iter_mut().zip(first.cells.iter_mut()) {
+            *a = std::mem::take(b);
+        }
+        self.reset_totals();
+        self.add_totals(first);
+        first.reset_totals();
+        for s in rest.iter_mut() {
+            for (a, b) in self.cells.iter_mut().zip(s.cells.iter_mut()) {
+                *a = a.wrapping_add(std::mem::take(b));
+            }
+            self.add_totals(s);
+            s.reset_totals();
+        }
+        Ok(())
     }
 
     fn encode_body(&self, w: &mut Writer<'_>) {
@@ -637,6 +676,45 @@ mod tests {
                 merged.merge(s).unwrap();
             }
             assert_eq!(merged, one);
+        }
+    }
+
+    /// The harvest's one pass (copy the first shard, add the rest, zero each as it is read)
+    /// leaves what a reset, the ordered merges and a reset of every shard leave, whatever the
+    /// merged vector held before; a shard of another configuration is refused and every shard
+    /// is still left reset.
+    #[test]
+    fn drain_all_equals_merges_then_resets() {
+        for counts in [false, true] {
+            let c = cfg(counts);
+            let fresh = Colate::new(&c).unwrap();
+            let ps = packets(20_000, 5);
+            for n in 0..4usize {
+                let mut shards: Vec<Colate> = (0..n).map(|_| Colate::new(&c).unwrap()).collect();
+                for (k, &(f, id, ts)) in ps.iter().enumerate() {
+                    if n > 0 {
+                        shards[(mix64(k as u64) % n as u64) as usize].update_raw(f, id, ts);
+                    }
+                }
+                let mut ordered = fresh.clone();
+                for s in &shards {
+                    ordered.merge(s).unwrap();
+                }
+                let mut drained = fresh.clone();
+                drained.update_raw(9, 9, 1_704_067_200_000_123_456); // stale: must be dropped
+                let mut held: Vec<&mut Colate> = shards.iter_mut().collect();
+                drained.drain_all(&mut held).unwrap();
+                assert_eq!(drained, ordered, "counts {counts}, {n} shards");
+                assert!(shards.iter().all(|s| *s == fresh), "counts {counts}, {n} shards left reset");
+            }
+            let mut a = Colate::new(&c).unwrap();
+            let mut b = Colate::new(&ColateConfig { seed: 10, ..c.clone() }).unwrap();
+            let mut d = Colate::new(&c).unwrap();
+            b.update_raw(1, 1, 1);
+            d.update_raw(1, 2, 3);
+            assert!(matches!(a.drain_all(&mut [&mut d, &mut b]), Err(MergeError::ConfigMismatch { .. })));
+            assert_eq!(b, Colate::new(&b.cfg).unwrap(), "the refused shard is reset too");
+            assert_eq!(d, fresh);
         }
     }
 
