@@ -5,8 +5,8 @@
 //! and worker until every worker has left the epoch behind; then it merges that epoch's shards
 //! into one accumulator **in worker order** (so a run's merged bytes do not depend on which
 //! worker finished first: LDS's flow log lists flows in merge order, and the fridge's float sums
-//! depend on it with three or more workers), emits it, resets the worker buffers and gives them
-//! back. Epochs are emitted in epoch order. An epoch any worker had to skip is emitted marked
+//! depend on it with three or more workers), leaving every worker buffer reset as it goes
+//! (`EpochBuffer::drain_all`), emits it and gives the buffers back. Epochs are emitted in epoch order. An epoch any worker had to skip is emitted marked
 //! incomplete. Runs per epoch, never per packet.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,7 +19,8 @@ pub struct Harvested<'a, B> {
     /// The epoch number (window [k·E, (k+1)·E)).
     pub epoch: u64,
     /// The merged synopses of every worker that saw packets in it (mutable so the consumer can
-    /// move parts out, e.g. RDA's timestamp cache; the accumulator is reset before reuse).
+    /// move parts out, e.g. RDA's timestamp cache; the next epoch's drain replaces whatever
+    /// the accumulator then holds).
     pub merged: &'a mut B,
     /// How many worker shards were merged.
     pub shards: usize,
