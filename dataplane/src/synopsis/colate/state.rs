@@ -414,10 +414,11 @@ impl Synopsis for Colate {
         self.reset_totals();
     }
 
-    /// One pass over each worker's vector, zeroing it as it is read: the first shard's is
-    /// copied, the others' added. The harvest's merge and reset were three passes over each
-    /// worker's vector and one over the merged one (its reset), most of the control thread's
-    /// fixed cost per worker and epoch at a million counters (BENCHMARKS.md, W17).
+    /// One pass over the touched blocks of each worker's vector, zeroing them as they are
+    /// read: the first shard's are copied (with ours that held anything), the others' added.
+    /// The harvest's merge and reset were three passes over each worker's whole vector and one
+    /// over the merged one (its reset), most of the control thread's fixed cost per worker and
+    /// epoch at a million counters (BENCHMARKS.md, W17 tenth session).
     fn drain_all(&mut self, shards: &mut [&mut Self]) -> Result<(), MergeError> {
         let same = shards.iter().try_for_each(|s| self.check_same_config(s));
         let Some((first, rest)) = shards.split_first_mut().filter(|_| same.is_ok()) else {
