@@ -315,6 +315,32 @@ impl Colate {
         }
     }
 
+    /// [`Synopsis::drain_all`]'s pass over one shard: its touched blocks are zeroed as they
+    /// are read and added into ours, or with `REPLACE` copied over ours wherever either holds
+    /// anything (ours are then the shard's); likewise its map and totals. A const parameter, so
+    /// each inner loop stays a plain copy or add.
+    fn take_blocks<const REPLACE: bool>(&mut self, s: &mut Self) {
+        let (shift, len) = (self.touch_shift, self.cells.len());
+        for (k, (ours, theirs)) in self.touched.iter_mut().zip(s.touched.iter_mut()).enumerate() {
+            let word = if REPLACE { *ours | *theirs } else { *theirs };
+            Self::touched_ranges(word, k, shift, len, |r| {
+                if let (Some(a), Some(b)) = (self.cells.get_mut(r.clone()), s.cells.get_mut(r)) {
+                    for (a, b) in a.iter_mut().zip(b) {
+                        let x = std::mem::take(b);
+                        *a = if REPLACE { x } else { a.wrapping_add(x) };
+                    }
+                }
+            });
+            let theirs = std::mem::take(theirs);
+            *ours = if REPLACE { theirs } else { *ours | theirs };
+        }
+        if REPLACE {
+            self.reset_totals();
+        }
+        self.add_totals(s);
+        s.reset_totals();
+    }
+
     /// Adds `other`'s totals and tick range (not its cells).
     fn add_totals(&mut self, other: &Self) {
         self.total_ticks += other.total_ticks;
@@ -428,34 +454,10 @@ impl Synopsis for Colate {
             }
             return same;
         };
-        let (shift, len) = (self.touch_shift, self.cells.len());
         // Where either holds anything, the first shard's blocks replace ours.
-        for (k, (ours, theirs)) in self.touched.iter_mut().zip(first.touched.iter_mut()).enumerate() {
-            Self::touched_ranges(*ours | *theirs, k, shift, len, |r| {
-                if let (Some(a), Some(b)) = (self.cells.get_mut(r.clone()), first.cells.get_mut(r)) {
-                    for (a, b) in a.iter_mut().zip(b) {
-                        *a = std::mem::take(b);
-                    }
-                }
-            });
-            *ours = std::mem::take(theirs);
-        }
-        self.reset_totals();
-        self.add_totals(first);
-        first.reset_totals();
+        self.take_blocks::<true>(first);
         for s in rest.iter_mut() {
-            for (k, (ours, theirs)) in self.touched.iter_mut().zip(s.touched.iter_mut()).enumerate() {
-                Self::touched_ranges(*theirs, k, shift, len, |r| {
-                    if let (Some(a), Some(b)) = (self.cells.get_mut(r.clone()), s.cells.get_mut(r)) {
-                        for (a, b) in a.iter_mut().zip(b) {
-                            *a = a.wrapping_add(std::mem::take(b));
-                        }
-                    }
-                });
-                *ours |= std::mem::take(theirs);
-            }
-            self.add_totals(s);
-            s.reset_totals();
+            self.take_blocks::<false>(s);
         }
         Ok(())
     }

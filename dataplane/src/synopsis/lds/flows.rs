@@ -201,17 +201,21 @@ impl FlowSet {
         if self.capacity == 0 {
             return false;
         }
-        let tag = flow_hash | 1;
+        self.slot_holding(flow_hash | 1).is_some()
+    }
+
+    /// The slot holding `tag`, found by probing from its home slot; `None` when it is absent.
+    fn slot_holding(&self, tag: u64) -> Option<usize> {
         let mask = self.tags.len().wrapping_sub(1);
         let mut i = self.slot_of(tag);
         for _ in 0..self.tags.len() {
             match self.tags.get(i) {
-                Some(&t) if t == tag => return true,
-                Some(&0) | None => return false,
+                Some(&t) if t == tag => return Some(i),
+                Some(&0) | None => return None,
                 _ => i = (i + 1) & mask,
             }
         }
-        false
+        None
     }
 
     /// Adds another shard's set: the union, up to capacity. Flows that no longer fit are
@@ -244,19 +248,10 @@ impl FlowSet {
     /// of flows recorded before it, which are all still in place when it is looked up.
     pub fn clear(&mut self) {
         if self.entries.len() <= self.tags.len() / SPARSE_CLEAR_SLOTS_PER_FLOW {
-            let mask = self.tags.len().wrapping_sub(1);
-            for e in self.entries.iter().rev() {
-                let tag = e.flow_hash | 1;
-                let mut i = hash::reduce(tag, self.tags.len() as u64) as usize;
-                for _ in 0..self.tags.len() {
-                    match self.tags.get_mut(i) {
-                        Some(t) if *t == tag => {
-                            *t = 0;
-                            break;
-                        }
-                        Some(0) | None => break,
-                        _ => i = (i + 1) & mask,
-                    }
+            for k in (0..self.entries.len()).rev() {
+                let slot = self.entries.get(k).and_then(|e| self.slot_holding(e.flow_hash | 1));
+                if let Some(t) = slot.and_then(|i| self.tags.get_mut(i)) {
+                    *t = 0;
                 }
             }
         } else {

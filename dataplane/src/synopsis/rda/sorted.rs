@@ -8,17 +8,17 @@
 //! written once, in order, and the retained copy is then sorted already, so the look-ups need
 //! no sort (BENCHMARKS "W17 (third session)").
 //!
-//! How: ids are well-mixed hashes (the packet layer's seeded xxh3), so their top byte spreads
-//! them evenly. One pass scatters the log (or each worker's log in turn) by the top byte into
-//! 256 buckets of the output (256 write streams: their tails stay in L1; the log and each
-//! stream's next line are hinted ahead), from counts the worker's log kept as it filled
-//! ([`super::PacketLog::top_counts`]) or, without them, from a counting pass. Each bucket
-//! (≈ 64 KiB for 10⁶ packets) is then sorted while it is in L2: by as many of the next bits as
-//! it has about ids (8 to 14) into a scratch buffer, then by one insertion sort over the
-//! bucket, which only moves a pair within its sub-bucket (≈ 1 id). A skewed bucket (crafted ids) only costs time: where a sub-bucket
-//! is long, each sub-bucket is sorted on its own, a long one by the standard library's sort.
-//! Each sorted bucket is collapsed (one pair per id) on its way back into the output, while it
-//! is still in cache, and meanwhile the next bucket is hinted into cache.
+//! How: ids are well-mixed hashes (the packet layer's seeded xxh3), so their top byte spreads them
+//! evenly. One pass scatters the log (or each worker's log in turn) by the top byte into 256
+//! buckets of the output (256 write streams: their tails stay in L1; the log and each stream's next
+//! line are hinted ahead), from counts the worker's log kept as it filled
+//! ([`super::PacketLog::top_counts`]) or, without them, from a counting pass. Each bucket (≈ 64 KiB
+//! for 10⁶ packets) is then sorted while it is in L2: by as many of the next bits as it has about
+//! ids (8 to 14) into a scratch buffer, then by one insertion sort over the bucket, which only
+//! moves a pair within its sub-bucket (≈ 1 id). A skewed bucket (crafted ids) only costs time:
+//! where a sub-bucket is long, each sub-bucket is sorted on its own, a long one by the standard
+//! library's sort. Each sorted bucket is collapsed (one pair per id) on its way back into the
+//! output, while it is still in cache, and meanwhile the next bucket is hinted into cache.
 
 use super::cache::EXCLUDED;
 use super::log::TOP_BUCKETS;
