@@ -280,6 +280,36 @@ impl Synopsis for Lds {
         self.flows.clear();
     }
 
+    /// One pass over each shard's cells, which reads, adds and zeroes them while their lines
+    /// are in cache, the first shard's copied instead of added to zeros: the default zeroed the
+    /// merged cells, added every shard and then zeroed every shard again (BENCHMARKS.md, W17).
+    /// At a worker's rate nearly every cell is touched in an epoch, so unlike COLATE's counters
+    /// there is no untouched part to skip. The flow logs are merged and cleared in turn.
+    fn drain_all(&mut self, shards: &mut [&mut Self]) -> Result<(), MergeError> {
+        let same = shards.iter().try_for_each(|s| self.check_same_config(s));
+        self.flows.clear();
+        let Some((first, rest)) = shards.split_first_mut().filter(|_| same.is_ok()) else {
+            self.cells.fill(Cell::default());
+            for s in shards.iter_mut() {
+                s.reset();
+            }
+            return same;
+        };
+        for (a, b) in self.cells.iter_mut().zip(first.cells.iter_mut()) {
+            *a = std::mem::take(b);
+        }
+        self.flows.merge(&first.flows);
+        first.flows.clear();
+        for s in rest.iter_mut() {
+            for (a, b) in self.cells.iter_mut().zip(s.cells.iter_mut()) {
+                a.merge(&std::mem::take(b));
+            }
+            self.flows.merge(&s.flows);
+            s.flows.clear();
+        }
+        Ok(())
+    }
+
     /// Body: R·W cells row-major, 16 bytes each (s u64, n u32, d u32, little-endian), then the
     /// flow log ([`FlowSet::encode`]). The shape comes from the fingerprinted config.
     fn encode_body(&self, w: &mut Writer<'_>) {

@@ -34,6 +34,47 @@ fn merged_shards_equal_one_sketch_fed_everything() {
 }
 
 #[test]
+fn drain_all_equals_merges_then_resets() {
+    let pkts = stream(13, 300, 6_000);
+    let cfg = LdsConfig {
+        vlda_len: 3,
+        sampling: vec![0.1, 0.5, 1.0],
+        flow_capacity: 1_000,
+        ..LdsConfig::new(3, 257)
+    };
+    let fresh = Lds::new(&cfg).unwrap();
+    let mut stale = fresh.clone();
+    for p in stream(17, 40, 500).iter() {
+        observe(&mut stale, p, p.send_ns + 7);
+    }
+    for shards in 0..=3usize {
+        let mut parts: Vec<Lds> = (0..shards).map(|_| fresh.clone()).collect();
+        for p in pkts.iter().filter(|_| shards > 0) {
+            observe(&mut parts[p.identity as usize % shards], p, p.send_ns);
+        }
+        let mut expected = fresh.clone();
+        for p in &parts {
+            expected.merge(p).unwrap();
+        }
+        for start in [&fresh, &stale] {
+            let mut acc = start.clone();
+            let mut drained = parts.clone();
+            let mut refs: Vec<&mut Lds> = drained.iter_mut().collect();
+            acc.drain_all(&mut refs).unwrap();
+            assert_eq!(acc, expected, "{shards} shards");
+            assert!(drained.iter().all(|d| *d == fresh), "{shards} shards left reset");
+        }
+    }
+    // A shard of another shape is refused, and every shard is still left reset.
+    let other = Lds::new(&LdsConfig { flow_capacity: 1_000, ..LdsConfig::new(3, 263) }).unwrap();
+    let (mut acc, mut a, mut b) = (stale.clone(), stale.clone(), other.clone());
+    let mut refs = vec![&mut a, &mut b];
+    assert!(matches!(acc.drain_all(&mut refs), Err(MergeError::ConfigMismatch { .. })));
+    assert_eq!((acc, a), (fresh.clone(), fresh));
+    assert_eq!(b, Lds::new(other.config()).unwrap());
+}
+
+#[test]
 fn located_updates_equal_trait_updates() {
     // Multi-bank sampling and per-row offsets, so located cells skip rows and differ per row.
     let cfg = LdsConfig { vlda_len: 5, sampling: vec![0.1, 0.5, 1.0, 1.0], ..LdsConfig::new(4, 997) };
