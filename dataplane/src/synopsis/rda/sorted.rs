@@ -45,8 +45,9 @@ pub struct Collapsed {
 pub struct Sorter {
     /// One bucket's pairs, sorted.
     scratch: Vec<(u64, u64)>,
-    /// The second level's counters.
-    counts: Vec<usize>,
+    /// The second level's counters: `u32`, so the 2¹³ of a bucket of about 4 096 pairs stay in
+    /// a 48-KiB L1 (as `usize` they took 64 KiB).
+    counts: Vec<u32>,
 }
 
 impl Sorter {
@@ -106,9 +107,9 @@ impl Sorter {
             }
         }
         if let Some(dst) = out.get_mut(..n) {
-            to_starts(&mut ends);
+            let _ = to_starts(&mut ends);
             for part in parts {
-                place::<true>(part, dst, &mut ends, top_byte);
+                place::<true, usize>(part, dst, &mut ends, top_byte);
             }
         }
         let mut collapsed = Collapsed::default();
@@ -142,25 +143,34 @@ impl Sorter {
             insertion_sort(tmp);
             return;
         }
+        if u32::try_from(len).is_err() {
+            // Past what a `u32` counter holds (never at any cache capacity that fits memory).
+            tmp.copy_from_slice(bucket);
+            tmp.sort_unstable_by_key(|p| p.0);
+            return;
+        }
         let bits = (usize::BITS - len.leading_zeros()).clamp(8, MAX_SECOND_BITS);
         let shift = 56 - bits;
         let mask = (1usize << bits) - 1;
         let key = |id: u64| ((id >> shift) as usize) & mask;
         self.counts.resize(mask + 2, 0);
         let counts = self.counts.get_mut(..mask + 2).unwrap_or_default();
-        scatter_by(bucket, tmp, counts, key);
-        // `counts[k]` is now where sub-bucket k ends, so each length is a difference. Where
-        // none is long, one insertion sort over the whole bucket finishes it: a pair only moves
-        // back within its own sub-bucket (those before hold smaller ids), so it costs what the
-        // per-sub-bucket sorts would, without a loop and an unpredictable branch per
-        // sub-bucket (about one pair each).
-        let longest = counts.windows(2).take(mask + 1).map(|w| w[1] - w[0]).max().unwrap_or(0);
-        if longest.max(counts.first().copied().unwrap_or(0)) <= INSERTION_MAX {
+        counts.fill(0);
+        add_counts(bucket, counts, key);
+        let longest = to_starts(counts);
+        place::<false, u32>(bucket, tmp, counts, key);
+        // `counts[k]` is now where sub-bucket k ends. Where no sub-bucket is long, one
+        // insertion sort over the whole bucket finishes it: a pair only moves back within its
+        // own sub-bucket (those before hold smaller ids), so it costs what the per-sub-bucket
+        // sorts would, without a loop and an unpredictable branch per sub-bucket (about one
+        // pair each).
+        if longest as usize <= INSERTION_MAX {
             insertion_sort(tmp);
             return;
         }
         let mut begin = 0;
         for &end in counts.iter().take(mask + 1) {
+            let end = end as usize;
             if let Some(sub) = tmp.get_mut(begin..end) {
                 if sub.len() <= INSERTION_MAX {
                     insertion_sort(sub);
@@ -205,39 +215,63 @@ fn collapse(
     }
 }
 
-/// Counting sort of `src` into `dst` (same length) by `key`, which must be below
-/// `ends.len() - 1`: afterwards key k's pairs are at `ends[k - 1]..ends[k]` (from 0 for k = 0).
-fn scatter_by(src: &[(u64, u64)], dst: &mut [(u64, u64)], ends: &mut [usize], key: impl Fn(u64) -> usize) {
-    count_by(src, ends, &key);
-    place_by(src, dst, ends, key);
+/// A counting sort's counter: `usize` at the top level, `u32` in a bucket (half the cache).
+/// The caller keeps every count below the type's maximum.
+trait Counter: Copy + Ord + Default {
+    fn index(self) -> usize;
+    fn bump(&mut self);
+    fn add(&mut self, other: Self);
 }
 
-/// The first pass of [`scatter_by`]: `ends[k + 1]` = how many pairs have key k (`ends[0]` = 0).
-fn count_by(src: &[(u64, u64)], ends: &mut [usize], key: impl Fn(u64) -> usize) {
-    ends.fill(0);
-    add_counts(src, ends, key);
+impl Counter for usize {
+    #[inline(always)]
+    fn index(self) -> usize {
+        self
+    }
+    #[inline(always)]
+    fn bump(&mut self) {
+        *self += 1;
+    }
+    #[inline(always)]
+    fn add(&mut self, other: Self) {
+        *self += other;
+    }
+}
+
+impl Counter for u32 {
+    #[inline(always)]
+    fn index(self) -> usize {
+        self as usize
+    }
+    #[inline(always)]
+    fn bump(&mut self) {
+        *self = self.wrapping_add(1);
+    }
+    #[inline(always)]
+    fn add(&mut self, other: Self) {
+        *self = self.wrapping_add(other);
+    }
 }
 
 /// Adds `src`'s pairs with key k to `ends[k + 1]`.
-fn add_counts(src: &[(u64, u64)], ends: &mut [usize], key: impl Fn(u64) -> usize) {
+fn add_counts<C: Counter>(src: &[(u64, u64)], ends: &mut [C], key: impl Fn(u64) -> usize) {
     for &(id, _) in src {
         if let Some(c) = ends.get_mut(key(id) + 1) {
-            *c += 1;
+            c.bump();
         }
     }
 }
 
-/// Turns counts (`ends[k + 1]`: pairs with key k) into where each key starts (`ends[k]`).
-fn to_starts(ends: &mut [usize]) {
+/// Turns counts (`ends[k + 1]`: pairs with key k) into where each key starts (`ends[k]`), and
+/// returns the largest count (with `ends[0]`), found in the same pass.
+fn to_starts<C: Counter>(ends: &mut [C]) -> C {
+    let mut largest = ends.first().copied().unwrap_or_default();
     for k in 1..ends.len() {
-        ends[k] += ends[k - 1];
+        let prev = ends[k - 1];
+        largest = largest.max(ends[k]);
+        ends[k].add(prev);
     }
-}
-
-/// The second pass of [`scatter_by`], from the counts [`count_by`] leaves in `ends`.
-fn place_by(src: &[(u64, u64)], dst: &mut [(u64, u64)], ends: &mut [usize], key: impl Fn(u64) -> usize) {
-    to_starts(ends);
-    place::<false>(src, dst, ends, key);
+    largest
 }
 
 /// Pairs ahead of the one being placed that the top level hints in its source (8 lines).
@@ -253,10 +287,10 @@ const STREAM_AHEAD: usize = 4;
 /// streams than a hardware prefetcher follows: without the hints, every fourth write to a
 /// stream waited for its line. A stream reaches its hinted line on average a thousand pairs
 /// later.
-fn place<const HINTED: bool>(
+fn place<const HINTED: bool, C: Counter>(
     src: &[(u64, u64)],
     dst: &mut [(u64, u64)],
-    ends: &mut [usize],
+    ends: &mut [C],
     key: impl Fn(u64) -> usize,
 ) {
     for (i, &pair) in src.iter().enumerate() {
@@ -265,12 +299,12 @@ fn place<const HINTED: bool>(
         }
         if let Some(c) = ends.get_mut(key(pair.0)) {
             if HINTED {
-                prefetch(dst.as_ptr().wrapping_add(*c + STREAM_AHEAD).cast());
+                prefetch(dst.as_ptr().wrapping_add(c.index() + STREAM_AHEAD).cast());
             }
-            if let Some(slot) = dst.get_mut(*c) {
+            if let Some(slot) = dst.get_mut(c.index()) {
                 *slot = pair;
             }
-            *c += 1;
+            c.bump();
         }
     }
 }
