@@ -1,6 +1,6 @@
 //! LDS benches: per-packet update at the paper's 17500×4 = 70,000 cells (target ≤ 25 ns), with
 //! and without the per-epoch flow log, the multi-bank k = 5 layout, shard merge, encode and
-//! decode, estimator throughput in flows per second, and the harvest's drain of eight shards
+//! decode, estimator throughput in flows per second, and the harvest's drain of one or eight shards
 //! (`BENCH_LDS_HARVEST_ONLY=1` runs only that).
 //!
 //! The key stream is the synthetic S1 trace of spec §11 (146,000 flows, packets in send-time
@@ -15,7 +15,9 @@
 //! `cargo bench --no-default-features --bench lds`
 
 use criterion::measurement::{Measurement, ValueFormatter};
-use criterion::{BatchSize, Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use criterion::{
+    BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
+};
 use std::hint::black_box;
 use std::time::Duration;
 use wirelat_dataplane::packet::FlowKey;
@@ -256,59 +258,62 @@ fn bench_epoch(c: &mut Criterion<ThreadCpu>, trace: &Trace) {
     g.finish();
 }
 
-/// The harvest's step at eight workers: 8 shards of the deployment's shape (17 500 × 4 cells,
-/// 262 144 flows), 100 000 packets each (the first 800 000 of S1, steered by flow as RSS
-/// would), drained into an accumulator still holding the last epoch. `ordered` is the trait's
-/// default (reset, the merges in order, a reset of each shard); `drain_all` is LDS's own.
+/// The harvest's step: 800 000 packets (the first of S1) steered by flow, as RSS would, to 1 or 8
+/// shards of the deployment's shape (17 500 × 4 cells, 262 144 flows, 524 288 slots), drained
+/// into an accumulator still holding the last epoch. One shard holds about 17 000 flows (a
+/// dense table), each of eight about 2 200. `ordered` is the trait's default (reset, the merges
+/// in order, a reset of each shard); `drain_all` is LDS's own.
 fn bench_harvest(c: &mut Criterion<ThreadCpu>, trace: &Trace) {
-    const SHARDS: usize = 8;
+    const PACKETS: usize = 800_000;
     let cfg = LdsConfig { flow_capacity: 262_144, ..LdsConfig::new(4, 17_500) };
-    let mut shards: Vec<Lds> = (0..SHARDS).map(|_| Lds::new(&cfg).unwrap()).collect();
-    for p in trace.packets.iter().take(SHARDS * 100_000) {
-        let f = &trace.flows[p.flow as usize];
-        let obs = Observation {
-            ts_ns: p.send_ns,
-            flow: &f.key,
-            flow_hash: f.flow_hash,
-            identity: p.identity,
-            exchange: None,
-            encap: wirelat_dataplane::packet::Encap::NONE,
-        };
-        shards[p.flow as usize % SHARDS].update(&mut (), &obs);
-    }
-    eprintln!("harvest shards: {:?} flows", shards.iter().map(|s| s.flows().len()).collect::<Vec<_>>());
-    let mut acc = Lds::new(&cfg).unwrap();
-    acc.merge(&shards[0]).unwrap();
-    let mut g = c.benchmark_group("lds_harvest_8x100k");
+    let mut g = c.benchmark_group("lds_harvest_800k");
     long_samples(&mut g);
-    g.throughput(Throughput::Elements((SHARDS * 100_000) as u64));
-    g.bench_function("ordered", |b| {
-        b.iter_batched(
-            || (acc.clone(), shards.clone()),
-            |(mut a, mut ss)| {
-                a.reset();
-                for s in &ss {
-                    a.merge(s).unwrap();
-                }
-                for s in &mut ss {
-                    s.reset();
-                }
-                (a, ss)
-            },
-            BatchSize::LargeInput,
-        )
-    });
-    g.bench_function("drain_all", |b| {
-        b.iter_batched(
-            || (acc.clone(), shards.clone()),
-            |(mut a, mut ss)| {
-                let mut refs: Vec<&mut Lds> = ss.iter_mut().collect();
-                a.drain_all(&mut refs).unwrap();
-                (a, ss)
-            },
-            BatchSize::LargeInput,
-        )
-    });
+    g.throughput(Throughput::Elements(PACKETS as u64));
+    for n in [1usize, 8] {
+        let mut shards: Vec<Lds> = (0..n).map(|_| Lds::new(&cfg).unwrap()).collect();
+        for p in trace.packets.iter().take(PACKETS) {
+            let f = &trace.flows[p.flow as usize];
+            let obs = Observation {
+                ts_ns: p.send_ns,
+                flow: &f.key,
+                flow_hash: f.flow_hash,
+                identity: p.identity,
+                exchange: None,
+                encap: wirelat_dataplane::packet::Encap::NONE,
+            };
+            shards[p.flow as usize % n].update(&mut (), &obs);
+        }
+        eprintln!("harvest shards: {:?} flows", shards.iter().map(|s| s.flows().len()).collect::<Vec<_>>());
+        let mut acc = Lds::new(&cfg).unwrap();
+        acc.merge(&shards[0]).unwrap();
+        g.bench_function(BenchmarkId::new("ordered", n), |b| {
+            b.iter_batched(
+                || (acc.clone(), shards.clone()),
+                |(mut a, mut ss)| {
+                    a.reset();
+                    for s in &ss {
+                        a.merge(s).unwrap();
+                    }
+                    for s in &mut ss {
+                        s.reset();
+                    }
+                    (a, ss)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+        g.bench_function(BenchmarkId::new("drain_all", n), |b| {
+            b.iter_batched(
+                || (acc.clone(), shards.clone()),
+                |(mut a, mut ss)| {
+                    let mut refs: Vec<&mut Lds> = ss.iter_mut().collect();
+                    a.drain_all(&mut refs).unwrap();
+                    (a, ss)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
     g.finish();
 }
 

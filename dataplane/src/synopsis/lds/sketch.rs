@@ -284,12 +284,12 @@ impl Synopsis for Lds {
     /// are in cache, the first shard's copied instead of added to zeros: the default zeroed the
     /// merged cells, added every shard and then zeroed every shard again (BENCHMARKS.md, W17).
     /// At a worker's rate nearly every cell is touched in an epoch, so unlike COLATE's counters
-    /// there is no untouched part to skip. The flow logs are merged and cleared in turn.
+    /// there is no untouched part to skip. The flow logs are merged and cleared in turn, the
+    /// first one copied where it is dense ([`FlowSet::take_from`]).
     fn drain_all(&mut self, shards: &mut [&mut Self]) -> Result<(), MergeError> {
         let same = shards.iter().try_for_each(|s| self.check_same_config(s));
-        self.flows.clear();
         let Some((first, rest)) = shards.split_first_mut().filter(|_| same.is_ok()) else {
-            self.cells.fill(Cell::default());
+            self.reset();
             for s in shards.iter_mut() {
                 s.reset();
             }
@@ -298,8 +298,7 @@ impl Synopsis for Lds {
         for (a, b) in self.cells.iter_mut().zip(first.cells.iter_mut()) {
             *a = std::mem::take(b);
         }
-        self.flows.merge(&first.flows);
-        first.flows.clear();
+        self.flows.take_from(&mut first.flows);
         for s in rest.iter_mut() {
             for (a, b) in self.cells.iter_mut().zip(s.cells.iter_mut()) {
                 a.merge(&std::mem::take(b));
