@@ -307,6 +307,26 @@ pub trait Synopsis: Sized + Send {
         Ok(s)
     }
 
+    /// For a [`Synopsis::drain_all`] that reads its shards itself: the first shard and the
+    /// rest, when there is a shard and every shard has this configuration. Otherwise `self`
+    /// and every shard are reset, as the default drain leaves them, and the answer is
+    /// `Ok(None)` (no shard) or the mismatch.
+    #[allow(clippy::type_complexity)]
+    fn drain_split<'s, 'a>(
+        &mut self,
+        shards: &'s mut [&'a mut Self],
+    ) -> Result<Option<(&'s mut &'a mut Self, &'s mut [&'a mut Self])>, MergeError> {
+        let same = shards.iter().try_for_each(|s| self.check_same_config(s));
+        if same.is_err() || shards.is_empty() {
+            self.reset();
+            for s in shards.iter_mut() {
+                s.reset();
+            }
+            return same.map(|()| None);
+        }
+        Ok(shards.split_first_mut())
+    }
+
     /// Checks that `other` has this synopsis's configuration (for [`Synopsis::merge`]).
     fn check_same_config(&self, other: &Self) -> Result<(), MergeError> {
         if self.config() == other.config() {

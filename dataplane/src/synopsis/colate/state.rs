@@ -446,14 +446,7 @@ impl Synopsis for Colate {
     /// over the merged one (its reset), most of the control thread's fixed cost per worker and
     /// epoch at a million counters (BENCHMARKS.md, W17 tenth session).
     fn drain_all(&mut self, shards: &mut [&mut Self]) -> Result<(), MergeError> {
-        let same = shards.iter().try_for_each(|s| self.check_same_config(s));
-        let Some((first, rest)) = shards.split_first_mut().filter(|_| same.is_ok()) else {
-            self.reset();
-            for s in shards.iter_mut() {
-                s.reset();
-            }
-            return same;
-        };
+        let Some((first, rest)) = self.drain_split(shards)? else { return Ok(()) };
         // Where either holds anything, the first shard's blocks replace ours.
         self.take_blocks::<true>(first);
         for s in rest.iter_mut() {

@@ -287,14 +287,7 @@ impl Synopsis for Lds {
     /// there is no untouched part to skip. The flow logs are merged and cleared in turn, the
     /// first one copied where it is dense ([`FlowSet::take_from`]).
     fn drain_all(&mut self, shards: &mut [&mut Self]) -> Result<(), MergeError> {
-        let same = shards.iter().try_for_each(|s| self.check_same_config(s));
-        let Some((first, rest)) = shards.split_first_mut().filter(|_| same.is_ok()) else {
-            self.reset();
-            for s in shards.iter_mut() {
-                s.reset();
-            }
-            return same;
-        };
+        let Some((first, rest)) = self.drain_split(shards)? else { return Ok(()) };
         for (a, b) in self.cells.iter_mut().zip(first.cells.iter_mut()) {
             *a = std::mem::take(b);
         }
