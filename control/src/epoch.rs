@@ -6,8 +6,9 @@
 //! into one accumulator **in worker order** (so a run's merged bytes do not depend on which
 //! worker finished first: LDS's flow log lists flows in merge order, and the fridge's float sums
 //! depend on it with three or more workers), leaving every worker buffer reset as it goes
-//! (`EpochBuffer::drain_all`), emits it and gives the buffers back. Epochs are emitted in epoch order. An epoch any worker had to skip is emitted marked
-//! incomplete. Runs per epoch, never per packet.
+//! (`EpochBuffer::drain_all`), emits it and gives the buffers back. Epochs are emitted in epoch
+//! order. An epoch any worker had to skip is emitted marked incomplete. Runs per epoch, never
+//! per packet.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

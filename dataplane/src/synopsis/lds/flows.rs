@@ -251,7 +251,8 @@ impl FlowSet {
     /// table inserts `other`'s flows in `other`'s own order.
     pub fn take_from(&mut self, other: &mut FlowSet) {
         let dense = other.entries.len() > other.tags.len() / COPY_SLOTS_PER_FLOW;
-        if dense && self.tags.len() == other.tags.len() && self.capacity == other.capacity {
+        // The table's size follows from the capacity alone (`FlowSet::new`).
+        if dense && self.capacity == other.capacity {
             self.tags.copy_from_slice(&other.tags);
             self.entries.clear();
             self.entries.extend_from_slice(&other.entries);

@@ -3,16 +3,21 @@
 
 use super::*;
 
-#[test]
-fn merged_shards_equal_one_sketch_fed_everything() {
-    let pkts = stream(11, 300, 20_000);
-    let cfg = LdsConfig {
+/// The shard tests' sketch: multi-bank sampling, per-row offsets and a small flow log.
+fn sharded_config() -> LdsConfig {
+    LdsConfig {
         vlda_len: 3,
         sampling: vec![0.1, 0.5, 1.0],
         offsets: OffsetMode::PerRow,
         flow_capacity: 1_000,
         ..LdsConfig::new(3, 257)
-    };
+    }
+}
+
+#[test]
+fn merged_shards_equal_one_sketch_fed_everything() {
+    let pkts = stream(11, 300, 20_000);
+    let cfg = sharded_config();
     let mut rng = sim::rng(12);
     for shards in 2..=4 {
         let mut whole = Lds::new(&cfg).unwrap();
@@ -36,12 +41,7 @@ fn merged_shards_equal_one_sketch_fed_everything() {
 #[test]
 fn drain_all_equals_merges_then_resets() {
     let pkts = stream(13, 300, 6_000);
-    let cfg = LdsConfig {
-        vlda_len: 3,
-        sampling: vec![0.1, 0.5, 1.0],
-        flow_capacity: 1_000,
-        ..LdsConfig::new(3, 257)
-    };
+    let cfg = sharded_config();
     let fresh = Lds::new(&cfg).unwrap();
     let mut stale = fresh.clone();
     for p in stream(17, 40, 500).iter() {
