@@ -55,12 +55,17 @@ pub struct Harvester<B> {
 
 impl<B: EpochBuffer> Harvester<B> {
     /// A harvester over the workers' links; `make` builds empty accumulators.
+    ///
+    /// The first accumulator is built here, not at the first epoch's harvest: building one
+    /// allocates and first-touches every table (tens of MiB with the default sizes, about
+    /// 40 ms on the Xeon VM of BENCHMARKS.md), which is better paid before traffic than while
+    /// the workers' epoch rings fill. It is also built on the thread that harvests, as before.
     pub fn new(links: Vec<Arc<EpochLink<B>>>, make: impl Fn() -> B + Send + 'static) -> Self {
         Self {
             links,
             pending: BTreeMap::new(),
             skipped: BTreeSet::new(),
-            spare: Vec::new(),
+            spare: vec![Box::new(make())],
             make: Box::new(make),
             counters: HarvestCounters::default(),
             passed: None,
