@@ -241,10 +241,10 @@ impl Colate {
     /// Every tick added to a cell is added to the total too, so the cells' exact sums add up
     /// to the total; when the total fits a `u64`, so does every cell's exact sum, and no cell
     /// can have wrapped. Only a total past 2^64 needs the pass over the vector
-    /// ([`Colate::cell_sum`]), which publishing would otherwise pay for every window (a tenth
-    /// of the control thread's publishing time at 10 Mpps). A decoded vector satisfies the
-    /// same relation: [`Colate::check_invariants`] refuses one whose total fits a `u64` but
-    /// whose cells do not add up to it exactly.
+    /// ([`Colate::cell_sum`]), which publishing would otherwise pay for every window (about a
+    /// third of the control thread's publishing at 10 Mpps, BENCHMARKS.md W17). A decoded
+    /// vector satisfies the same relation: [`Colate::check_invariants`] refuses one whose total
+    /// fits a `u64` but whose cells do not add up to it exactly.
     pub fn counters_wrapped(&self) -> bool {
         self.total_ticks > u128::from(u64::MAX) && self.cell_sum() != self.total_ticks
     }

@@ -13,9 +13,9 @@
 //! MPLS label, ...; `packet::Encap`): a flow attribute for the records, outside the flow key,
 //! so a flow seen plain at one point and inside a tunnel at the other is still one flow.
 
+use crate::cpu::prefetch;
 use crate::packet::{Encap, EncapKind, FlowKey};
 use crate::synopsis::codec::{DecodeError, Reader, Writer};
-use crate::cpu::prefetch;
 use crate::synopsis::hash;
 
 /// Bits of the linear-counting bitmap of flows that did not fit.
