@@ -290,6 +290,30 @@ mod tests {
     }
 
     #[test]
+    fn the_first_accumulator_is_built_with_the_harvester_and_reused_for_every_epoch() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let made = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&made);
+        let clock = EpochClock::new(10).unwrap();
+        let (link, mut w) = EpochLink::new(3, clock, Sum::default);
+        let mut h = Harvester::new(vec![link], move || {
+            count.fetch_add(1, Ordering::Relaxed);
+            Sum::default()
+        });
+        assert_eq!(made.load(Ordering::Relaxed), 1, "built before any epoch is harvested");
+        for ts in [1, 11, 21, 31] {
+            w.buffer_for(ts).unwrap().packets += 1;
+            h.poll(|_| {}).unwrap();
+        }
+        w.finish();
+        let mut epochs = 0;
+        h.poll(|_| epochs += 1).unwrap();
+        assert_eq!(h.counters().epochs, 4);
+        assert!(epochs > 0 && h.done());
+        assert_eq!(made.load(Ordering::Relaxed), 1, "no epoch built another");
+    }
+
+    #[test]
     fn skipped_epochs_are_marked_incomplete() {
         let clock = EpochClock::new(10).unwrap();
         let (l1, mut w1) = EpochLink::new(2, clock, Sum::default);
