@@ -260,8 +260,9 @@ fn bench_epoch(c: &mut Criterion<ThreadCpu>, trace: &Trace) {
 
 /// The harvest's step: 800 000 packets (the first of S1) steered by flow, as RSS would, to 1 or 8
 /// shards of the deployment's shape (17 500 × 4 cells, 262 144 flows, 524 288 slots), drained
-/// into an accumulator still holding the last epoch. One shard holds about 17 000 flows (a
-/// dense table), each of eight about 2 200. `ordered` is the trait's default (reset, the merges
+/// into an accumulator still holding the last epoch. One shard holds about 17 000 flows (31
+/// slots per flow: `FlowSet::take_from` inserts them rather than copying the table), each of
+/// eight about 2 200. `ordered` is the trait's default (reset, the merges
 /// in order, a reset of each shard); `drain_all` is LDS's own.
 fn bench_harvest(c: &mut Criterion<ThreadCpu>, trace: &Trace) {
     const PACKETS: usize = 800_000;

@@ -25,9 +25,10 @@ const BITMAP_WORDS: usize = UNRECORDED_BITMAP_BITS / 64;
 /// the table has at least this many slots per flow: a probe is a random line, a table's zeroing
 /// costs one sequential line per 8 slots.
 const SPARSE_CLEAR_SLOTS_PER_FLOW: usize = 64;
-/// [`FlowSet::take_from`] copies the whole table when it has fewer slots per flow than this:
-/// below, inserting the flows one by one was faster (BENCHMARKS.md, W17: 17 000 flows in
-/// 524 288 slots took 1.17–1.35 ms copied against 1.12–1.29 inserted).
+/// [`FlowSet::take_from`] copies the whole table when it has fewer slots per flow than this.
+/// In sparser tables inserting the flows one by one was faster (BENCHMARKS.md, W17: 17 000
+/// flows in 524 288 slots, 31 per flow, took 1.17–1.35 ms copied against 1.12–1.29 inserted);
+/// at 9.7 slots per flow the copy won.
 const COPY_SLOTS_PER_FLOW: usize = 16;
 /// How many flows ahead [`FlowSet::merge`] and [`FlowSet::clear`] hint the home slot they
 /// will probe: enough misses in flight to cover a memory latency of a few hundred cycles at a
