@@ -256,6 +256,25 @@ impl TimestampCache {
         true
     }
 
+    /// [`TimestampCache::file_sorted`] of pairs already split by their id's top byte
+    /// ([`super::sorted::Sorter::sort_unique_regions`]: `ways` slices per top byte).
+    pub fn file_sorted_regions(
+        &mut self,
+        regions: &[&[(u64, u64)]],
+        ways: usize,
+        on_repeat: impl FnMut(u64, &[(u64, u64)]),
+    ) -> bool {
+        let n: usize = regions.iter().map(|p| p.len()).sum();
+        if self.len > 0 || n > self.capacity {
+            return false;
+        }
+        let c = self.sorter.sort_unique_regions(regions, ways, &mut self.run, on_repeat);
+        self.in_run = true;
+        self.len = c.distinct;
+        self.excluded = c.excluded;
+        true
+    }
+
     /// The pairs sorted by id when the cache holds them as a sorted run (or holds nothing):
     /// a retained copy then needs no sort. `None` when they are in the table.
     pub fn sorted_pairs(&self) -> Option<&[(u64, u64)]> {

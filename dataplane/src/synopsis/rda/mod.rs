@@ -19,8 +19,8 @@
 //!
 //! How the runtime and the peer use it, per epoch:
 //! 1. Workers call [`Rda::update_logged`] on their shard: the packet goes into the banks and
-//!    is appended to the shard's [`PacketLog`] (a sequential store), not into the cache (a
-//!    random miss per packet at line rate). No allocation, lock or I/O.
+//!    is appended to the shard's [`PacketLog`] (a store into its id's region, one of 256 lines
+//!    that stay in cache), not into the cache (a random miss per packet at line rate). No allocation, lock or I/O.
 //!    ([`Synopsis::update`], the direct path, files each packet into the cache at once; tests,
 //!    simulations and tools use it.)
 //! 2. The control thread merges the shards into an empty accumulator: buckets add, and the
@@ -220,25 +220,24 @@ impl Rda {
     /// shard's `update_logged` or added with its banks by `merge`) into the cache, with the
     /// direct path's duplicate and capacity rules. Into an empty cache with room for every
     /// packet (an epoch's first filing, the control thread's case), they are sorted into a run
-    /// ([`TimestampCache::file_sorted`]): no id can be refused there, so the order does not
-    /// matter and the result is the one-by-one path's. Otherwise they are inserted one by one,
-    /// in order (which ids do not fit depends on it).
+    /// ([`Rda::file_sorted_logs`]): no id can be refused there, so the order does not matter
+    /// and the result is the one-by-one path's. Otherwise they are inserted one by one, region
+    /// by region and then the overflow ([`PacketLog::parts`]): which ids do not fit depends on
+    /// that order.
     fn file_logged(&mut self, logged: &PacketLog) {
         if logged.is_empty() {
             return;
         }
-        let (top_counts, logged) = (logged.top_counts(), logged.entries());
-        let (banks, counters) = (&mut self.banks, &mut self.counters);
-        let sorted = self.cache.file_sorted(logged, top_counts, Self::on_repeat(banks, counters));
-        if !sorted {
+        if !self.file_sorted_logs(&[logged]) {
             // The ids are known in advance: hint the slot a few entries ahead so the misses of
             // the (table-sized, random) probes overlap instead of following one another.
             const AHEAD: usize = 16;
             // Allocated before the first slot address is taken (a no-op once it is).
             self.cache.reserve();
-            for (i, &(id, ts)) in logged.iter().enumerate() {
-                if let Some(&(ahead, _)) = logged.get(i + AHEAD) {
-                    prefetch(self.cache.slot_ptr(ahead));
+            let mut ahead = logged.parts().flatten().skip(AHEAD);
+            for &(id, ts) in logged.parts().flatten() {
+                if let Some(&(a, _)) = ahead.next() {
+                    prefetch(self.cache.slot_ptr(a));
                 }
                 self.file(id, ts);
             }
@@ -250,21 +249,34 @@ impl Rda {
     /// of them, as one sorted run read from where they lie: what appending them to one log
     /// and [`Rda::file_logged`] would leave ([`Rda::merge_all`] checks the conditions).
     fn file_logs(&mut self, logs: &[&PacketLog]) {
-        let parts: Vec<&[(u64, u64)]> = logs.iter().map(|l| l.entries()).collect();
+        let sorted = self.file_sorted_logs(logs);
+        debug_assert!(sorted, "file_logs needs an empty cache with room for every pair");
+        self.count_cache();
+    }
+
+    /// Sorts `logs` into the empty cache as one run (false, nothing filed, when the cache is
+    /// not empty or has no room for them all). Where no log used its overflow, every region is
+    /// one top byte's ids and the sort starts from them ([`TimestampCache::file_sorted_regions`]);
+    /// otherwise it scatters every part by top byte first, from the logs' counts.
+    fn file_sorted_logs(&mut self, logs: &[&PacketLog]) -> bool {
+        let (banks, counters) = (&mut self.banks, &mut self.counters);
+        if logs.iter().all(|l| l.overflow().is_empty()) {
+            let regions: Vec<&[(u64, u64)]> =
+                (0..log::TOP_BUCKETS).flat_map(|b| logs.iter().map(move |l| l.region(b))).collect();
+            return self.cache.file_sorted_regions(&regions, logs.len(), Self::on_repeat(banks, counters));
+        }
+        let parts: Vec<&[(u64, u64)]> = logs.iter().flat_map(|l| l.parts()).collect();
         // The logs' counts added up; `None` if one of them disowned its own.
         let mut top = [0u32; log::TOP_BUCKETS];
         let mut counted = true;
         for l in logs {
             match l.top_counts() {
-                Some(c) => top.iter_mut().zip(c).for_each(|(t, c)| *t = t.wrapping_add(*c)),
+                Some(c) => top.iter_mut().zip(c).for_each(|(t, c)| *t = t.wrapping_add(c)),
                 None => counted = false,
             }
         }
-        let (banks, counters) = (&mut self.banks, &mut self.counters);
         let top_counts = counted.then_some(&top);
-        let sorted = self.cache.file_sorted_parts(&parts, top_counts, Self::on_repeat(banks, counters));
-        debug_assert!(sorted, "file_logs needs an empty cache with room for every pair");
-        self.count_cache();
+        self.cache.file_sorted_parts(&parts, top_counts, Self::on_repeat(banks, counters))
     }
 
     /// What filing a sorted run does with an id given more than once: every copy leaves the

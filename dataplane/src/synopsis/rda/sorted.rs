@@ -9,9 +9,11 @@
 //! no sort (BENCHMARKS "W17 (third session)").
 //!
 //! How: ids are well-mixed hashes (the packet layer's seeded xxh3), so their top byte spreads them
-//! evenly. One pass scatters the log (or each worker's log in turn) by the top byte into 256
-//! buckets of the output (256 write streams: their tails stay in L1; the log and each stream's next
-//! line are hinted ahead), from counts the worker's log kept as it filled
+//! evenly. The workers' logs already keep their pairs in 256 regions by top byte
+//! ([`super::PacketLog`]); where none overflowed, each bucket is sorted from the workers' regions
+//! where they lie ([`Sorter::sort_unique_regions`]). Otherwise one pass scatters the logs by the
+//! top byte into 256 buckets of the output (256 write streams: their tails stay in L1; the log and
+//! each stream's next line are hinted ahead), from counts the worker's log kept as it filled
 //! ([`super::PacketLog::top_counts`]) or, without them, from a counting pass. Each bucket (≈ 64 KiB
 //! for 10⁶ packets) is then sorted while it is in L2: by as many of the next bits as it has about
 //! ids (8 to 14) into a scratch buffer, then by one insertion sort over the bucket, which only
@@ -83,14 +85,7 @@ impl Sorter {
         mut on_repeat: impl FnMut(u64, &[(u64, u64)]),
     ) -> Collapsed {
         let n: usize = parts.iter().map(|p| p.len()).sum();
-        if out.len() < n {
-            // Exactly: `out` is a cache's run, which retention moves out or copies with the same
-            // room where the run fills at least half of it (`TimestampCache::run_room`), so it
-            // can come back as a later epoch's buffer; amortised growth would leave up to twice
-            // the pairs' memory in every retained run.
-            out.reserve_exact(n - out.len());
-            out.resize(n, (0, 0));
-        }
+        fit(out, n);
         let mut ends = [0usize; TOP_BUCKETS + 1];
         let counted = top_counts.filter(|c| c.iter().map(|&x| x as usize).sum::<usize>() == n);
         match counted {
@@ -107,7 +102,7 @@ impl Sorter {
             }
         }
         if let Some(dst) = out.get_mut(..n) {
-            let _ = to_starts(&mut ends);
+            to_starts(&mut ends);
             for part in parts {
                 place::<true, usize>(part, dst, &mut ends, top_byte);
             }
@@ -116,7 +111,7 @@ impl Sorter {
         let mut begin = 0;
         for &end in ends.iter().take(TOP_BUCKETS) {
             if let Some(bucket) = out.get(begin..end) {
-                self.sort_bucket(bucket);
+                self.sort_bucket(&[bucket]);
             }
             // The write position never passes the bucket just read: collapsing only shrinks.
             // The next bucket starts at `end`: hinted pair by pair while this one collapses.
@@ -129,24 +124,59 @@ impl Sorter {
         collapsed
     }
 
+    /// [`Sorter::sort_unique_parts`] of pairs already split by their id's top byte (the
+    /// regions of the workers' [`super::PacketLog`]s): `regions` holds [`TOP_BUCKETS`] groups
+    /// of `ways` slices each, and every id in group b has the top byte b. The top level's
+    /// scatter (a read of every pair from memory and a write of it to one of 256 streams) is
+    /// then already done: each group is sorted from where it lies and collapsed into `out`.
+    /// Ids in the wrong group would leave `out` unsorted (debug builds check).
+    pub fn sort_unique_regions(
+        &mut self,
+        regions: &[&[(u64, u64)]],
+        ways: usize,
+        out: &mut Vec<(u64, u64)>,
+        mut on_repeat: impl FnMut(u64, &[(u64, u64)]),
+    ) -> Collapsed {
+        let n: usize = regions.iter().map(|p| p.len()).sum();
+        fit(out, n);
+        let mut collapsed = Collapsed::default();
+        let mut groups = regions.chunks(ways.max(1)).enumerate().peekable();
+        while let Some((b, parts)) = groups.next() {
+            debug_assert!(parts.iter().flat_map(|p| p.iter()).all(|p| top_byte(p.0) == b), "group {b}");
+            self.sort_bucket(parts);
+            let len: usize = parts.iter().map(|p| p.len()).sum();
+            // The next group's first part, hinted pair by pair while this one collapses (its
+            // counting pass reads the other parts as streams a hardware prefetcher follows).
+            let next = groups.peek().and_then(|(_, g)| g.first()).map_or(std::ptr::null(), |p| p.as_ptr());
+            if let Some(sorted) = self.scratch.get(..len) {
+                collapse(sorted, out, next, &mut collapsed, &mut on_repeat);
+            }
+        }
+        collapsed
+    }
+
     /// Sorts one top-byte bucket (all ids share their top byte) into `scratch[..len]`: by as
     /// many of the next bits as make the sub-buckets about one pair long, so the insertion
     /// sorts that finish them rarely branch the wrong way.
-    fn sort_bucket(&mut self, bucket: &[(u64, u64)]) {
-        let len = bucket.len();
+    fn sort_bucket(&mut self, parts: &[&[(u64, u64)]]) {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
         if self.scratch.len() < len {
             self.scratch.resize(len, (0, 0));
         }
         let Some(tmp) = self.scratch.get_mut(..len) else { return };
-        if len <= INSERTION_MAX {
-            tmp.copy_from_slice(bucket);
-            insertion_sort(tmp);
-            return;
-        }
-        if u32::try_from(len).is_err() {
-            // Past what a `u32` counter holds (never at any cache capacity that fits memory).
-            tmp.copy_from_slice(bucket);
-            tmp.sort_unstable_by_key(|p| p.0);
+        if len <= INSERTION_MAX || u32::try_from(len).is_err() {
+            let mut at = 0;
+            for p in parts {
+                if let Some(d) = tmp.get_mut(at..at + p.len()) {
+                    d.copy_from_slice(p);
+                }
+                at += p.len();
+            }
+            if len <= INSERTION_MAX {
+                insertion_sort(tmp);
+            } else {
+                tmp.sort_unstable_by_key(|p| p.0);
+            }
             return;
         }
         let bits = (usize::BITS - len.leading_zeros()).clamp(8, MAX_SECOND_BITS);
@@ -156,9 +186,14 @@ impl Sorter {
         self.counts.resize(mask + 2, 0);
         let counts = self.counts.get_mut(..mask + 2).unwrap_or_default();
         counts.fill(0);
-        add_counts(bucket, counts, key);
-        let longest = to_starts(counts);
-        place::<false, u32>(bucket, tmp, counts, key);
+        for bucket in parts {
+            add_counts(bucket, counts, key);
+        }
+        let longest = counts.iter().copied().max().unwrap_or_default();
+        to_starts(counts);
+        for bucket in parts {
+            place::<false, u32>(bucket, tmp, counts, key);
+        }
         // `counts[k]` is now where sub-bucket k ends. Where no sub-bucket is long, one
         // insertion sort over the whole bucket finishes it: a pair only moves back within its
         // own sub-bucket (those before hold smaller ids), so it costs what the per-sub-bucket
@@ -180,6 +215,17 @@ impl Sorter {
             }
             begin = end;
         }
+    }
+}
+
+/// Makes `out` at least `n` pairs long. Exactly: `out` is a cache's run, which retention moves
+/// out or copies with the same room where the run fills at least half of it
+/// (`TimestampCache::run_room`), so it can come back as a later epoch's buffer; amortised
+/// growth would leave up to twice the pairs' memory in every retained run.
+fn fit(out: &mut Vec<(u64, u64)>, n: usize) {
+    if out.len() < n {
+        out.reserve_exact(n - out.len());
+        out.resize(n, (0, 0));
     }
 }
 
@@ -262,16 +308,12 @@ fn add_counts<C: Counter>(src: &[(u64, u64)], ends: &mut [C], key: impl Fn(u64) 
     }
 }
 
-/// Turns counts (`ends[k + 1]`: pairs with key k) into where each key starts (`ends[k]`), and
-/// returns the largest count (with `ends[0]`), found in the same pass.
-fn to_starts<C: Counter>(ends: &mut [C]) -> C {
-    let mut largest = ends.first().copied().unwrap_or_default();
+/// Turns counts (`ends[k + 1]`: pairs with key k) into where each key starts (`ends[k]`).
+fn to_starts<C: Counter>(ends: &mut [C]) {
     for k in 1..ends.len() {
         let prev = ends[k - 1];
-        largest = largest.max(ends[k]);
         ends[k].add(prev);
     }
-    largest
 }
 
 /// Pairs ahead of the one being placed that the top level hints in its source (8 lines).
@@ -353,6 +395,36 @@ mod tests {
         for given in [None, Some(&counts), Some(&short)] {
             check_given(src, given);
             check_parts(src, given);
+        }
+        check_regions(src);
+    }
+
+    /// Checks `sort_unique_regions` of `src` split by top byte, over one and three ways (each
+    /// pair in the way of its index), against `sort_unique` of the whole.
+    fn check_regions(src: &[(u64, u64)]) {
+        type Sort<'a> =
+            &'a dyn Fn(&mut Sorter, &mut Vec<(u64, u64)>, &mut dyn FnMut(u64, &[(u64, u64)])) -> Collapsed;
+        let run = |sort: Sort<'_>| {
+            let mut out = Vec::new();
+            let mut repeats = Vec::new();
+            let c = sort(&mut Sorter::default(), &mut out, &mut |id, copies| {
+                let mut copies = copies.to_vec();
+                copies.sort_unstable();
+                repeats.push((id, copies));
+            });
+            out.truncate(c.distinct);
+            repeats.sort_unstable();
+            (c, out, repeats)
+        };
+        let whole = run(&|s, out, f| s.sort_unique(src, None, out, f));
+        for ways in [1usize, 3] {
+            let mut split: Vec<Vec<(u64, u64)>> = vec![Vec::new(); TOP_BUCKETS * ways];
+            for (i, &p) in src.iter().enumerate() {
+                split[top_byte(p.0) * ways + i % ways].push(p);
+            }
+            let regions: Vec<&[(u64, u64)]> = split.iter().map(|v| v.as_slice()).collect();
+            let got = run(&|s, out, f| s.sort_unique_regions(&regions, ways, out, f));
+            assert_eq!(got, whole, "{} pairs in {ways} ways", src.len());
         }
     }
 

@@ -96,6 +96,16 @@ fn packets_with_repeats(rng: &mut u64) -> Vec<(u64, u64)> {
     packets
 }
 
+/// `packets` with every even id moved into top byte 0x11 (repeats stay repeats): at a capacity
+/// of 4 096 (regions of 14 pairs) that region overflows, and the logs' overflow is filed.
+fn skewed(packets: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    let skew = |id: u64| if id.is_multiple_of(2) { id & !(0xff << 56) | 0x11 << 56 } else { id };
+    packets.into_iter().map(|(id, ts)| (skew(id), ts)).collect()
+}
+
+/// The capacity at which [`skewed`] packets overflow a region.
+const SKEWED_CAPACITY: u64 = 4_096;
+
 /// The worker's path (log in the shard, appended by the control thread's merges to an empty
 /// accumulator's log and filed by its `settle`) gives exactly what the direct path gives: same
 /// banks, cache and counters, with repeated ids (earlier and later copies, on one shard and
@@ -109,8 +119,10 @@ fn logged_shards_merged_equal_the_direct_path() {
         RdaConfig { sample_probability: 0.5, ..online(2, 64, 10_000) },
         RdaConfig::late_binding(2, 10_000),
         RdaConfig::late_binding(2, 120),
+        online(3, 64, SKEWED_CAPACITY),
     ] {
         let packets = packets_with_repeats(&mut rng);
+        let packets = if cfg.cache_capacity == SKEWED_CAPACITY { skewed(packets) } else { packets };
         let mut direct = Rda::new(&cfg).unwrap();
         for &(id, ts) in &packets {
             direct.update_raw(id, id ^ 7, ts);
@@ -120,6 +132,9 @@ fn logged_shards_merged_equal_the_direct_path() {
             for (i, &(id, ts)) in packets.iter().enumerate() {
                 // Steered by packet order, so one id can land on two shards.
                 workers[i % shards].update_logged(id, id ^ 7, ts);
+            }
+            if cfg.cache_capacity == SKEWED_CAPACITY {
+                assert!(workers.iter().all(|w| !w.log.overflow().is_empty()), "a region overflowed");
             }
             let mut merged = Rda::new(&cfg).unwrap();
             for w in &workers {
@@ -193,8 +208,10 @@ fn merge_all_equals_ordered_merges_then_settle() {
         online(2, 32, 150),
         RdaConfig { sample_probability: 0.5, ..online(2, 64, 10_000) },
         RdaConfig::late_binding(2, 10_000),
+        online(3, 64, SKEWED_CAPACITY),
     ] {
         let packets = packets_with_repeats(&mut rng);
+        let packets = if cfg.cache_capacity == SKEWED_CAPACITY { skewed(packets) } else { packets };
         for shards in 1..=4usize {
             // 0: every shard logs (the workers' case); 1: the last shard filed its packets
             // directly; 2: the value merged into already holds a logged packet.
@@ -217,6 +234,9 @@ fn merge_all_equals_ordered_merges_then_settle() {
                     ordered.merge(w).unwrap();
                 }
                 ordered.settle();
+                if cfg.cache_capacity == SKEWED_CAPACITY && case == 0 {
+                    assert!(workers.iter().all(|w| !w.log.overflow().is_empty()), "a region overflowed");
+                }
                 let mut all = start;
                 let refs: Vec<&Rda> = workers.iter().collect();
                 all.merge_all(&refs).unwrap();
