@@ -383,5 +383,9 @@ mod tests {
         assert!(a.append(&just));
         assert_eq!((a.len(), a.overflow().len()), (21 + 506, 512));
         assert!(!a.push(id(3, 5), 5));
+        // The overflow is full, but pairs whose regions have room still fit.
+        assert!(a.append(&log_of(&[(id(5, 1), 1), (id(6, 1), 1)])));
+        assert!(!a.append(&log_of(&[(id(5, 2), 2), (id(3, 2), 2)])), "region 3 and the overflow are full");
+        assert_eq!(a.len(), 21 + 506 + 2);
     }
 }
