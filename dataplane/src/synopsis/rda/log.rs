@@ -3,11 +3,11 @@
 //! Why a log and not the cache itself: with one new id per packet, inserting into the
 //! ID → timestamp hash table ([`super::TimestampCache`], tens of MB for a 100-ms epoch at line
 //! rate) is a cache and TLB miss per packet that no prefetch hides well; appending to a log is
-//! a store into one of a few hundred lines that stay in cache ([`PacketLog`] says why regions). The control thread's harvest files every worker's log of an epoch into
-//! the merged epoch's cache, read where they lie ([`super::Rda`]'s `merge_all`; a merge of one
-//! shard appends its log to the merged epoch's, and [`super::Rda::settle`] files it), with the
-//! same duplicate and capacity rules the direct path applies per packet, so the merged result
-//! is the same.
+//! a store into one of a few hundred lines that stay in cache ([`PacketLog`] says why regions).
+//! The control thread's harvest files every worker's log of an epoch into the merged epoch's
+//! cache, read where they lie ([`super::Rda`]'s `merge_all`; a merge of one shard appends its log
+//! to the merged epoch's, and [`super::Rda::settle`] files it), with the same duplicate and
+//! capacity rules the direct path applies per packet, so the merged result is the same.
 
 /// Regions of a [`PacketLog`], and buckets of [`PacketLog::top_counts`]: one per value of an
 /// id's top byte.

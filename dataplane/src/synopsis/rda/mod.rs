@@ -20,7 +20,8 @@
 //! How the runtime and the peer use it, per epoch:
 //! 1. Workers call [`Rda::update_logged`] on their shard: the packet goes into the banks and
 //!    is appended to the shard's [`PacketLog`] (a store into its id's region, one of 256 lines
-//!    that stay in cache), not into the cache (a random miss per packet at line rate). No allocation, lock or I/O.
+//!    that stay in cache), not into the cache (a random miss per packet at line rate). No
+//!    allocation, lock or I/O.
 //!    ([`Synopsis::update`], the direct path, files each packet into the cache at once; tests,
 //!    simulations and tools use it.)
 //! 2. The control thread merges the shards into an empty accumulator: buckets add, and the
