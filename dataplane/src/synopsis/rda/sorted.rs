@@ -402,20 +402,6 @@ mod tests {
     /// Checks `sort_unique_regions` of `src` split by top byte, over one and three ways (each
     /// pair in the way of its index), against `sort_unique` of the whole.
     fn check_regions(src: &[(u64, u64)]) {
-        type Sort<'a> =
-            &'a dyn Fn(&mut Sorter, &mut Vec<(u64, u64)>, &mut dyn FnMut(u64, &[(u64, u64)])) -> Collapsed;
-        let run = |sort: Sort<'_>| {
-            let mut out = Vec::new();
-            let mut repeats = Vec::new();
-            let c = sort(&mut Sorter::default(), &mut out, &mut |id, copies| {
-                let mut copies = copies.to_vec();
-                copies.sort_unstable();
-                repeats.push((id, copies));
-            });
-            out.truncate(c.distinct);
-            repeats.sort_unstable();
-            (c, out, repeats)
-        };
         let whole = run(&|s, out, f| s.sort_unique(src, None, out, f));
         for ways in [1usize, 3] {
             let mut split: Vec<Vec<(u64, u64)>> = vec![Vec::new(); TOP_BUCKETS * ways];
@@ -433,19 +419,30 @@ mod tests {
     fn check_parts(src: &[(u64, u64)], top_counts: Option<&[u32; TOP_BUCKETS]>) {
         let n = src.len();
         let parts = [&src[..n / 3], &src[n / 3..n / 3], &src[n / 3..2 * n / 3], &src[2 * n / 3..]];
-        let run = |parts: &[&[(u64, u64)]]| {
-            let mut out = Vec::new();
-            let mut repeats = Vec::new();
-            let c = Sorter::default().sort_unique_parts(parts, top_counts, &mut out, |id, copies| {
-                let mut copies = copies.to_vec();
-                copies.sort_unstable();
-                repeats.push((id, copies));
-            });
-            out.truncate(c.distinct);
-            repeats.sort_unstable();
-            (c, out, repeats)
-        };
-        assert_eq!(run(&parts), run(&[src]), "{n} pairs in parts");
+        let of = |parts: &[&[(u64, u64)]]| run(&|s, out, f| s.sort_unique_parts(parts, top_counts, out, f));
+        assert_eq!(of(&parts), of(&[src]), "{n} pairs in parts");
+    }
+
+    /// One way of sorting, given a fresh sorter, the output and the repeats' callback.
+    type Sort<'a> =
+        &'a dyn Fn(&mut Sorter, &mut Vec<(u64, u64)>, &mut dyn FnMut(u64, &[(u64, u64)])) -> Collapsed;
+
+    /// What [`run`] returns.
+    type Sorted = (Collapsed, Vec<(u64, u64)>, Vec<(u64, Vec<(u64, u64)>)>);
+
+    /// What `sort` leaves: its counts, the distinct pairs, and each repeated id with its copies
+    /// (both in a canonical order), to compare two ways of sorting one input.
+    fn run(sort: Sort<'_>) -> Sorted {
+        let mut out = Vec::new();
+        let mut repeats = Vec::new();
+        let c = sort(&mut Sorter::default(), &mut out, &mut |id, copies| {
+            let mut copies = copies.to_vec();
+            copies.sort_unstable();
+            repeats.push((id, copies));
+        });
+        out.truncate(c.distinct);
+        repeats.sort_unstable();
+        (c, out, repeats)
     }
 
     /// Checks one `sort_unique` against a std sort and a count of each id's copies.
