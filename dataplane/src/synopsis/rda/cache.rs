@@ -29,7 +29,7 @@
 //! No I/O; the hot path neither allocates nor panics.
 
 use super::log::TOP_BUCKETS;
-use super::sorted::Sorter;
+use super::sorted::{Collapsed, Sorter};
 use crate::synopsis::hash::mix64;
 
 /// The timestamp a look-up answers for an id this point saw more than once in the epoch (and
@@ -246,14 +246,7 @@ impl TimestampCache {
         on_repeat: impl FnMut(u64, &[(u64, u64)]),
     ) -> bool {
         let n: usize = parts.iter().map(|p| p.len()).sum();
-        if self.len > 0 || n > self.capacity {
-            return false;
-        }
-        let c = self.sorter.sort_unique_parts(parts, top_counts, &mut self.run, on_repeat);
-        self.in_run = true;
-        self.len = c.distinct;
-        self.excluded = c.excluded;
-        true
+        self.file_run(n, |sorter, run| sorter.sort_unique_parts(parts, top_counts, run, on_repeat))
     }
 
     /// [`TimestampCache::file_sorted`] of pairs already split by their id's top byte
@@ -265,10 +258,20 @@ impl TimestampCache {
         on_repeat: impl FnMut(u64, &[(u64, u64)]),
     ) -> bool {
         let n: usize = regions.iter().map(|p| p.len()).sum();
+        self.file_run(n, |sorter, run| sorter.sort_unique_regions(regions, ways, run, on_repeat))
+    }
+
+    /// The filings' shared rule: `n` pairs are sorted into the run by `sort` only into an empty
+    /// cache with room for all of them (false, nothing filed, otherwise).
+    fn file_run(
+        &mut self,
+        n: usize,
+        sort: impl FnOnce(&mut Sorter, &mut Vec<(u64, u64)>) -> Collapsed,
+    ) -> bool {
         if self.len > 0 || n > self.capacity {
             return false;
         }
-        let c = self.sorter.sort_unique_regions(regions, ways, &mut self.run, on_repeat);
+        let c = sort(&mut self.sorter, &mut self.run);
         self.in_run = true;
         self.len = c.distinct;
         self.excluded = c.excluded;
