@@ -384,10 +384,10 @@ impl TimestampCache {
 /// epoch larger than every earlier one is the rule, not the exception, and fitted exactly, each
 /// of them cost a fresh block (BENCHMARKS "W17 (fourteenth session)"). A quarter keeps a
 /// retained run above half its buffer, where retention moves it instead of copying it
-/// ([`TimestampCache::run_room`]).
+/// ([`TimestampCache::run_room`]). `n` is at most `capacity` (the filing checked it).
 fn make_room(run: &mut Vec<(u64, u64)>, n: usize, capacity: usize) {
     if run.capacity() < n {
-        let room = n.saturating_add(n / 4).min(capacity.max(n));
+        let room = (n + n / 4).min(capacity);
         drop(std::mem::take(run));
         run.reserve_exact(room);
     }

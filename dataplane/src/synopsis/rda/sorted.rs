@@ -218,10 +218,9 @@ impl Sorter {
     }
 }
 
-/// Makes `out` at least `n` pairs long. Exactly: `out` is a cache's run, which retention moves
-/// out or copies with the same room where the run fills at least half of it
-/// (`TimestampCache::run_room`), so it can come back as a later epoch's buffer; amortised
-/// growth would leave up to twice the pairs' memory in every retained run.
+/// Makes `out` at least `n` pairs long, growing it by no more than it lacks. The cache gives its
+/// run room before it sorts (`make_room` in [`super::cache`]: a quarter more, the stale pairs
+/// not copied), so for the control thread's filings this only lengthens `out` within that room.
 fn fit(out: &mut Vec<(u64, u64)>, n: usize) {
     if out.len() < n {
         out.reserve_exact(n - out.len());
