@@ -1,7 +1,7 @@
 //! What this machine charges for random cache lines, the resource a worker's synopses spend per
 //! packet (issue 24, W17): ns per packet when each packet updates `L` random 64-byte lines of a
 //! table of `F` MiB, the lines of a whole burst prefetched before any is updated, as
-//! `Pipeline::prefetch` and `Pipeline::apply` do. With the default tables a worker touches
+//! `Pipeline::stage` and `Pipeline::apply` do. With the default tables a worker touches
 //! about seven such lines per packet (LDS's four cells and its flow-log slot, COLATE's counter,
 //! the fridge's slot) in about 23 MiB; RDA's log and LDA's banks are sequential or small.
 //!

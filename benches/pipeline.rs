@@ -1,6 +1,6 @@
 //! The measuring pipeline's own cost per packet, without DPDK: what one worker spends on a
-//! received burst between rx and tx (`Pipeline::stage` for every frame, the burst-wide
-//! `Pipeline::prefetch`, then `Pipeline::apply`), with the synopses of
+//! received burst between rx and tx (`Pipeline::stage` for every frame, which locates the
+//! packet and prefetches its lines, then `Pipeline::apply`), with the synopses of
 //! `configs/measure-trace.toml` (all five, at its sizes and its 100-ms epochs).
 //!
 //! Why next to `scripts/bench-measure.sh`: there, DPDK's pcap device copies every frame out of
@@ -230,10 +230,9 @@ impl Worker {
             for _ in 0..BURST {
                 let frame = &self.frames[self.next_frame];
                 self.next_frame = if self.next_frame + 1 == n { 0 } else { self.next_frame + 1 };
-                self.pipeline.stage(&mut self.staged, black_box(frame), self.ts_ns);
+                self.pipeline.stage(&mut self.staged, black_box(frame), self.ts_ns, 0, &mut prefetch);
                 self.ts_ns += GAP_NS;
             }
-            self.pipeline.prefetch(&mut self.staged, 0, prefetch);
             self.pipeline.apply(0, &self.staged, &mut || false);
         }
     }

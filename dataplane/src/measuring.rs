@@ -177,9 +177,8 @@ impl<'a> MeasuringHook<'a> {
                 let n = m.copy_frame(&mut self.scratch);
                 self.scratch.get(..n).unwrap_or(&[])
             };
-            self.pipeline.stage(&mut self.staged, frame, ts);
+            self.pipeline.stage(&mut self.staged, frame, ts, port, &mut dpdk::prefetch);
         }
-        self.pipeline.prefetch(&mut self.staged, port, dpdk::prefetch);
         let abort = self.abort;
         self.pipeline.apply(port, &self.staged, &mut || {
             std::hint::spin_loop();

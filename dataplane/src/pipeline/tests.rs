@@ -296,13 +296,12 @@ fn staged_bursts_equal_packet_by_packet_processing() {
         let port = packets[i].0;
         staged.clear();
         while i < packets.len() && packets[i].0 == port && staged.len() < 8 {
-            p.stage(&mut staged, &packets[i].2, packets[i].1);
+            p.stage(&mut staged, &packets[i].2, packets[i].1, port, &mut |ptr: *const u8| {
+                assert!(!ptr.is_null());
+                hints += 1;
+            });
             i += 1;
         }
-        p.prefetch(&mut staged, port, |ptr| {
-            assert!(!ptr.is_null());
-            hints += 1;
-        });
         p.apply(port, &staged, &mut || panic!("64 buffers are enough"));
     }
     p.finish();
