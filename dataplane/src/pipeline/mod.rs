@@ -188,8 +188,8 @@ impl Pipeline {
     /// packet layer is bound by instructions and the updates by cache misses, so the two
     /// overlap. Located in a separate pass after the whole burst (as before), the hints of 32
     /// packets queued behind the few misses a core keeps in flight, after the inspection had
-    /// used none: 3–4 % fewer packets per second at 64 B on the EPYC (BENCHMARKS.md, W17
-    /// fifteenth session). The locations depend only on the synopses' configuration, which
+    /// used none: 3–6 % fewer packets per second at 64 B and 3 % on the mixed trace with all
+    /// five synopses on the EPYC (BENCHMARKS.md, W17 fifteenth session). The locations depend only on the synopses' configuration, which
     /// every buffer of the ring shares, so they stay right if the burst crosses an epoch
     /// boundary.
     #[inline]
