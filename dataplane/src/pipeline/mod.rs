@@ -186,12 +186,12 @@ impl Pipeline {
     ///
     /// Located as it is staged, a packet's lines load while the next frames are inspected: the
     /// packet layer is bound by instructions and the updates by cache misses, so the two
-    /// overlap. Located in a separate pass after the whole burst (as before), the hints of 32
-    /// packets queued behind the few misses a core keeps in flight, after the inspection had
-    /// used none: 3–6 % fewer packets per second at 64 B and 3 % on the mixed trace with all
-    /// five synopses on the EPYC (BENCHMARKS.md, W17 fifteenth session). The locations depend only on the synopses' configuration, which
-    /// every buffer of the ring shares, so they stay right if the burst crosses an epoch
-    /// boundary.
+    /// overlap. Located in a separate pass after the whole burst, the hints of 32 packets
+    /// queued behind the few misses a core keeps in flight, after the inspection had used none:
+    /// 3–6 % fewer packets per second at 64 B and 3 % on the mixed trace with all five
+    /// synopses on the EPYC (BENCHMARKS.md, W17 fifteenth session). The locations depend only
+    /// on the synopses' configuration, which every buffer of the ring shares, so they stay
+    /// right if the burst crosses an epoch boundary.
     #[inline]
     pub fn stage(
         &mut self,
