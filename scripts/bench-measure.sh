@@ -136,7 +136,7 @@ check_rda_capacity() { # $1 = synopses
     [[ " $1 " == *" rda "* ]] || return 0
     local full
     full=$({ grep -o '"cache_full":[0-9]*' "$tmp/epochs.jsonl" 2>/dev/null || true; } | cut -d: -f2 |
-        awk '{ s += $1 } END { printf "%d", s }')
+        awk '{ s += $1 } END { printf "%.0f", s }')
     if [[ "$full" != 0 ]]; then
         echo "WARNING: RDA's cache was full for $full packets: its cost on them is not measured" >&2
     fi
