@@ -14,7 +14,7 @@ use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::pipeline::{Direction, EpochSynopses, SynopsisSet};
 use wirelat_dataplane::synopsis::colate::{AccumulateError, Colate, EpochAccumulator};
 use wirelat_dataplane::synopsis::fridge;
-use wirelat_dataplane::synopsis::rda::Rda;
+use wirelat_dataplane::synopsis::rda::{Rda, RdaCounters};
 use wirelat_dataplane::synopsis::{ConfigError, Synopsis, SynopsisConfig, SynopsisKind};
 
 use crate::colate_archive::{ArchiveError, ArchiveHeader, ArchiveWriter};
@@ -82,6 +82,11 @@ pub struct PublishCounters {
     pub body_bytes: u64,
     /// RDA caches retained.
     pub rda_caches: u64,
+    /// RDA epochs (one per direction) in which packets were left out because a worker's cache
+    /// was full (`cache_full` above 0): RDA measured only part of their traffic.
+    pub rda_cache_full_epochs: u64,
+    /// The packets left out in those epochs (their `cache_full`, summed).
+    pub rda_cache_full_packets: u64,
     /// COLATE counter epochs closed (built only with `[output] colate_archive`).
     pub colate_epochs: u64,
     /// Of those, written to an archive.
@@ -186,6 +191,31 @@ impl Publisher {
     /// The segment id of direction `d` at this point.
     pub(crate) fn segment_of(&self, d: Direction) -> u32 {
         self.ids.segment(d)
+    }
+
+    /// Counts an RDA epoch whose workers left packets out for a full cache, and says so in the
+    /// log for the 1st, 2nd, 4th, 8th, ... such epoch: a capacity below the traffic is a
+    /// configuration to fix, which the epoch's `cache_full` counter alone leaves to whoever reads
+    /// the records, while a line per epoch would flood the log for as long as it lasts.
+    pub(crate) fn note_rda_cache_full(&mut self, at: &PublishAt, counters: &RdaCounters) {
+        if counters.cache_full == 0 {
+            return;
+        }
+        let c = &mut self.counters;
+        c.rda_cache_full_epochs += 1;
+        c.rda_cache_full_packets = c.rda_cache_full_packets.saturating_add(counters.cache_full);
+        if c.rda_cache_full_epochs.is_power_of_two() {
+            warn!(
+                segment = at.segment,
+                epoch = at.epoch,
+                left_out = counters.cache_full,
+                seen = counters.seen,
+                epochs_so_far = c.rda_cache_full_epochs,
+                packets_so_far = c.rda_cache_full_packets,
+                "RDA's cache was full: packets left out of RDA's estimate (counted as cache_full); \
+                 raise [synopses.rda] cache_capacity above the packets one worker sees in an epoch"
+            );
+        }
     }
 
     /// Hands RDA's merged (settled) cache of `at`'s epoch and segment to every sink to retain.

@@ -59,6 +59,7 @@ impl ControlSide for Rda {
             measured: at.measured_here(),
             counters: *s.counters(),
         };
+        p.note_rda_cache_full(at, &harvest.counters);
         // Encode first: a late-binding value's signature comes from the cache. Retain the cache
         // before the epoch goes out: a network sink sends at once, and the peer may ask for this
         // epoch's timestamps as soon as it has both points' copies — a look-up that found no

@@ -98,7 +98,16 @@ fn publish_sample(
     archive: Option<&std::path::Path>,
     sinks: Vec<Box<dyn EpochSink>>,
 ) -> (usize, u64, Publisher) {
-    let set = set();
+    publish_sample_with(&set(), archive, sinks)
+}
+
+/// [`publish_sample`] with the synopses of `set`.
+fn publish_sample_with(
+    set: &SynopsisSet,
+    archive: Option<&std::path::Path>,
+    sinks: Vec<Box<dyn EpochSink>>,
+) -> (usize, u64, Publisher) {
+    let set = set.clone();
     let packet = sample_packet();
     let mut publisher = Publisher::new(SAMPLE_IDS, 1_000_000, &set, &packet, archive, sinks).unwrap();
     let template = EpochSynopses::new(&set).unwrap();
@@ -144,6 +153,43 @@ fn a_traded_run_reaches_every_sink_and_the_next_epochs_match_copying() {
     let unflagged =
         |v: &[Kept]| -> Vec<Kept> { v.iter().map(|c| Kept { moved: false, ..c.clone() }).collect() };
     assert_eq!(unflagged(&traded), unflagged(&copied));
+}
+
+/// An RDA epoch in which a worker's cache was full is counted, with the packets it left out:
+/// exactly the epochs and packets the RDA messages report as `cache_full`. A cache with room
+/// counts nothing.
+#[test]
+fn rda_epochs_with_a_full_cache_are_counted() {
+    let cache_full = |sink: &Collect| -> Vec<u64> {
+        let got = sink.0.lock().unwrap();
+        got.0
+            .iter()
+            .filter(|m| m.kind == SynopsisKind::Rda)
+            .map(|m| match &m.summary {
+                Summary::Harvested(Harvested { synopsis: SynopsisSummary::Rda(h), .. }) => {
+                    h.counters.cache_full
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    let roomy = Collect::default();
+    let (_, _, publisher) = publish_sample(None, vec![Box::new(roomy.clone())]);
+    assert!(cache_full(&roomy).iter().all(|&n| n == 0));
+    assert_eq!(
+        (publisher.counters().rda_cache_full_epochs, publisher.counters().rda_cache_full_packets),
+        (0, 0)
+    );
+
+    // Two packets per worker and epoch: the sample's epochs carry more in each direction.
+    let small = SynopsisSet { rda: Some(RdaConfig::online(2, 128, 2)), ..set() };
+    let sink = Collect::default();
+    let (_, _, publisher) = publish_sample_with(&small, None, vec![Box::new(sink.clone())]);
+    let full = cache_full(&sink);
+    let c = publisher.counters();
+    assert!(c.rda_cache_full_epochs >= 2, "{c:?} {full:?}");
+    assert_eq!(c.rda_cache_full_epochs, full.iter().filter(|&&n| n > 0).count() as u64);
+    assert_eq!(c.rda_cache_full_packets, full.iter().sum::<u64>());
 }
 
 /// A routed sink offers spares only for its own segments: another segment's run is not moved
