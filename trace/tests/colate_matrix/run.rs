@@ -73,10 +73,13 @@ pub(super) fn run(sc: &Scenario, seed: u64, failures: &mut Vec<String>) -> Tally
         loss: sc.loss,
         fifo: false,
         reorder: None,
-        paths: if sc.shift_ns > 0 {
-            vec![PathClass { weight: 1.0, extra_delay_ns: sc.shift_ns }]
-        } else {
-            vec![]
+        paths: match sc.second_path {
+            Some((w, extra)) => vec![
+                PathClass { weight: 1.0 - w, extra_delay_ns: sc.shift_ns },
+                PathClass { weight: w, extra_delay_ns: sc.shift_ns + extra },
+            ],
+            None if sc.shift_ns > 0 => vec![PathClass { weight: 1.0, extra_delay_ns: sc.shift_ns }],
+            None => vec![],
         },
     };
     let traffic = TrafficConfig {

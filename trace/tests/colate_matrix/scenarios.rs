@@ -34,6 +34,9 @@ pub(super) struct Scenario {
     /// packets cross each 100-ms epoch edge in flight, and many flows keep fewer than half
     /// their cells (no mean, with that reason): see docs/colate.md.
     pub(super) load: Option<f64>,
+    /// A second path class (share of flows, extra delay ns): flows on one segment whose
+    /// latencies differ by path, not only by packet.
+    pub(super) second_path: Option<(f64, u64)>,
 }
 
 pub(super) fn scenarios() -> Vec<Scenario> {
@@ -52,6 +55,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         cells: 20,
         sized: false,
         load: None,
+        second_path: None,
     };
     // A gamma-like body (Weibull shape 1.5) shifted by a 30-µs propagation delay: μ ≫ σ.
     let shifted = DelaySpec::Iid(DelayModel::Weibull { shape: 1.5, mean: 20_000.0 });
@@ -190,6 +194,14 @@ pub(super) fn scenarios() -> Vec<Scenario> {
             pps: 240_000.0,
             counters: 2_000_000,
             ..base("shifted/uniform-1%/20k-flows", shifted, LossModel::Uniform { rate: 0.01 })
+        },
+        Scenario {
+            counters: 1_048_576,
+            ..base("lognormal-mix/bursty-5%/sparse", lnmix, LossModel::Bursty { rate: 0.05, mean_burst: 8.0 })
+        },
+        Scenario {
+            second_path: Some((0.3, 1_000_000)),
+            ..base("two-paths-1ms/uniform-2%", shifted, LossModel::Uniform { rate: 0.02 })
         },
     ]
     .into_iter()

@@ -73,6 +73,17 @@ impl RefSums {
         (self.d_exact as f64 / c, self.k / c)
     }
 
+    /// The packets' latency variance, pooled over the cells: Σ (Δ_i − μ_p·K_i)² / Σ K_i with
+    /// μ_p = Σ Δ_i / Σ K_i (a cell of K independent packets has variance K·σ² about K·μ_p).
+    /// Where flows differ in mean latency it includes that spread too, so it errs wide.
+    pub(super) fn per_packet_variance(&self) -> f64 {
+        if self.k < 1.0 {
+            return 0.0;
+        }
+        let mu = self.d_exact as f64 / self.k;
+        ((self.d2 - 2.0 * mu * self.dk + mu * mu * self.k2) / self.k).max(0.0)
+    }
+
     /// Variance over the cells of Δ_i − μ·K_i: the foreign noise a cell carries for a flow of
     /// mean μ.
     pub(super) fn variance(&self, mu: f64) -> f64 {

@@ -298,3 +298,53 @@ fn the_derived_floor_follows_a_clock_offset_of_either_sign() {
     let used = Segment::new(vec![&es], vec![&er]).unwrap().latency_floor();
     assert_eq!((used.floor_ns, used.derived), (0, false));
 }
+
+#[test]
+fn a_flow_whose_slow_packets_share_spoiled_cells_keeps_an_honest_error() {
+    // A 30-µs flow with two 2-ms packets, each sharing its cell with a packet of the flow
+    // that was lost: both cells drop out, and the 18 that remain hold only 30-µs packets, so
+    // the flow's own cells show no spread at all. The mean of its surviving cells is ≈ 100 µs
+    // below the truth; its standard error used to hold only the foreign noise and the ticks
+    // (5.1 µs: the error was 20·se). The other flows' packets, from the same two modes, say
+    // how much the left-out cells could hold (se 18.5 µs): the error stays within 10·se and
+    // the flow is not reliable.
+    let c = cfg(20_011, 20, true);
+    let mut rng = sim::rng(29);
+    let fast = DelayModel::Constant { delay: 30_000.0 };
+    let mut pk = flow(&mut rng, 5, 40, 1_000_000, 100_000, fast);
+    let map = super::cells::CellMap::new(&c);
+    let mut by_cell: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+    for (i, p) in pk.iter().enumerate() {
+        by_cell.entry(map.packet_cell(p.0, p.1, 0)).or_default().push(i);
+    }
+    let shared: Vec<&Vec<usize>> = by_cell.values().filter(|v| v.len() >= 2).take(2).collect();
+    assert_eq!(shared.len(), 2, "two cells with two packets of the flow");
+    let (slow, lost): (Vec<usize>, Vec<usize>) = shared.iter().map(|v| (v[0], v[1])).unzip();
+    for &i in &slow {
+        pk[i].3 = pk[i].2 + 2_000_000;
+    }
+    let mix = DelayModel::Bimodal { low_mean: 30_000.0, high_mean: 2_000_000.0, p_high: 0.05 };
+    for g in 0..300u64 {
+        pk.extend(flow(&mut rng, 100 + g, 1, 1_000_000, 100_000, mix));
+    }
+    let mut s = Colate::new(&c).unwrap();
+    let mut r = Colate::new(&c).unwrap();
+    for (i, &(f, id, ts, tr)) in pk.iter().enumerate() {
+        s.update_raw(f, id, ts);
+        if !lost.contains(&i) {
+            r.update_raw(f, id, tr);
+        }
+    }
+    let received: Vec<Pkt> =
+        pk.iter().enumerate().filter(|(i, _)| !lost.contains(i)).map(|(_, p)| *p).collect();
+    let (p, mu, _, _) = truth(&received, 5);
+    let (es, er) = (epoch(0, &s), epoch(1, &r));
+    let rep = Segment::new(vec![&es], vec![&er]).unwrap().query(5, p, &QueryOptions::default());
+    assert_eq!(rep.diagnostics.mismatched_flow_cells, Some(2));
+    let mean = rep.mean_counts_ns.unwrap();
+    let se = rep.mean_counts_std_error_ns.unwrap();
+    let err = (mean.value - mu).abs();
+    assert!(err > 50_000.0, "the survivors miss both slow packets: {} vs {mu}", mean.value);
+    assert!(err <= 10.0 * se, "error {err} beyond 10·se = {}", 10.0 * se);
+    assert!(!rep.reliable, "{mean:?} se {se}");
+}
