@@ -182,6 +182,19 @@ pub fn matched(up: &[Rec], down: &[Rec]) -> Vec<(u64, Option<u64>, Vec<u8>)> {
     out
 }
 
+/// `WIRELAT_MATRIX_SEED` shifts every scenario's seed in the segment and flow matrices
+/// (default 0, the traces the golden digests hold): how their checks are repeated on traces
+/// nobody looked at. A value that is not an integer stops the test with a message.
+pub fn seed_shift() -> u64 {
+    match std::env::var("WIRELAT_MATRIX_SEED") {
+        Err(std::env::VarError::NotPresent) => 0,
+        Ok(s) => {
+            s.trim().parse().unwrap_or_else(|_| panic!("WIRELAT_MATRIX_SEED={s:?}: expected an integer"))
+        }
+        Err(e) => panic!("WIRELAT_MATRIX_SEED: {e}"),
+    }
+}
+
 /// `WIRELAT_SIZE_FACTOR` (issue 24, W17): the factor every synopsis's table size is multiplied
 /// by in the accuracy matrices (`scripts/size-curve.sh` runs them at ¼, 1 and 4). Unset means 1,
 /// the sizes the golden digests hold. A value that is not a finite number above 0 stops the

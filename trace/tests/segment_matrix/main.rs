@@ -31,6 +31,11 @@
 //! on which the interval rests, has no interval of its own there: too few clean cells for the
 //! epoch's losses and crossings, which is what a smaller bank gives).
 //! The digests are compared at factor 1 only; `scripts/size-curve.sh` collects the headlines.
+//!
+//! `WIRELAT_MATRIX_SEED` (default 0) shifts every cell's seed: the same checks on traces nobody
+//! tuned for (digests compared at shift 0 only). The LDA mean check is per epoch at 1 − 10⁻⁴,
+//! so over the ~1 260 epochs of a run about one seed in eight misses once even when the
+//! interval is exact.
 
 mod cells;
 mod check;
@@ -130,7 +135,7 @@ fn every_epoch_of_every_cell_is_within_the_estimators_bounds() {
             duration_ns: 2_000_000_000,
             ..TrafficConfig::default()
         };
-        let mut gcfg = GenConfig::synthetic(1800 + i as u64, traffic, seg);
+        let mut gcfg = GenConfig::synthetic(1800 + common::seed_shift() + i as u64, traffic, seg);
         if cell.base {
             gcfg.source = Source::Base { path: None, rebase: true, time_scale: 1.0 };
         }
@@ -257,7 +262,7 @@ fn every_epoch_of_every_cell_is_within_the_estimators_bounds() {
     }
     checks.finish();
     // The estimates themselves, byte for byte, at the CI's scale and sizes only.
-    if s == 1.0 && factor == 1.0 {
+    if s == 1.0 && factor == 1.0 && common::seed_shift() == 0 {
         golden.check(
             "segment_matrix",
             Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/segment_matrix.digest")),
