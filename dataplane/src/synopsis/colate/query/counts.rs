@@ -81,7 +81,10 @@ impl Segment<'_> {
         let j = used.len() as f64;
         let latency: f64 = used.iter().map(|u| u.0 as f64).sum::<f64>() - j * md;
         let own: f64 = used.iter().map(|u| u.1 as f64).sum::<f64>() - j * mk;
-        if own < 1.0 {
+        // The flow's packets in J are counted net of the reference cells' mean count, so one
+        // packet reads as 1 − |J|·K̄: a lone packet in a vector with any foreign packets falls
+        // short of 1. Half a packet is where its own packet is more likely there than not.
+        if own < 0.5 {
             return Err(NoEstimate::Other { detail: "no packets of the flow in its usable cells".into() });
         }
         let mean = latency / own;

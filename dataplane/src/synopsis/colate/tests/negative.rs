@@ -348,3 +348,27 @@ fn a_flow_whose_slow_packets_share_spoiled_cells_keeps_an_honest_error() {
     assert!(err <= 10.0 * se, "error {err} beyond 10·se = {}", 10.0 * se);
     assert!(!rep.reliable, "{mean:?} se {se}");
 }
+
+#[test]
+fn a_one_packet_flow_among_foreign_packets_gets_its_mean() {
+    // The flow's packets in its usable cells are counted net of the reference cells' mean
+    // count K̄, so a lone packet reads as 1 − m·K̄ (here 1 − 20 · 0.01): with any foreign
+    // packets in the vector that is below 1, and one-packet flows (a DNS query, a SYN) got "no
+    // packets of the flow in its usable cells" (8 164 of the demo's flows). None of the
+    // foreign packets shares the flow's cells here, so only its own packet is there.
+    let c = cfg(20_011, 20, true);
+    let map = super::cells::CellMap::new(&c);
+    let mut rng = sim::rng(31);
+    let mut pk = flow(&mut rng, 5, 1, 1_000_000, 100_000, DelayModel::Constant { delay: 700.0 });
+    let cells = map.subvector(5);
+    for g in 0..200u64 {
+        let f = flow(&mut rng, 100 + g, 1, 1_000_000, 100_000, DelayModel::Constant { delay: 900.0 });
+        pk.extend(f.into_iter().filter(|p| !cells.contains(&map.packet_cell(p.0, p.1, 0))));
+    }
+    let (es, er) = epochs(&c, &pk);
+    let rep = Segment::new(vec![&es], vec![&er]).unwrap().query(5, 1, &QueryOptions::default());
+    let mean = rep.mean_counts_ns.unwrap();
+    assert_eq!(rep.usable_flow_cells, Some(20));
+    let iv = mean.interval.unwrap();
+    assert!(iv.low <= 700.0 && 700.0 <= iv.high, "{mean:?}");
+}
