@@ -354,8 +354,9 @@ fn a_one_packet_flow_among_foreign_packets_gets_its_mean() {
     // The flow's packets in its usable cells are counted net of the reference cells' mean
     // count K̄, so a lone packet reads as 1 − m·K̄ (here 1 − 20 · 0.01): with any foreign
     // packets in the vector that is below 1, and one-packet flows (a DNS query, a SYN) got "no
-    // packets of the flow in its usable cells" (36 % of the flow records of a 5-s `wirelat demo`). None of the
-    // foreign packets shares the flow's cells here, so only its own packet is there.
+    // packets of the flow in its usable cells" (36 % of the flow records of a 5-s `wirelat
+    // demo`). None of the foreign packets shares the flow's cells here, so only its own packet
+    // is there.
     let c = cfg(20_011, 20, true);
     let map = super::cells::CellMap::new(&c);
     let mut rng = sim::rng(31);
