@@ -83,7 +83,7 @@ impl Segment<'_> {
         let own: f64 = used.iter().map(|u| u.1 as f64).sum::<f64>() - j * mk;
         // The flow's packets in J are counted net of the reference cells' mean count, so one
         // packet reads as 1 − |J|·K̄: a lone packet in a vector with any foreign packets falls
-        // short of 1. Half a packet is where its own packet is more likely there than not.
+        // short of 1 (it used to be refused here). The cut is midway between none and one.
         if own < 0.5 {
             return Err(NoEstimate::Other { detail: "no packets of the flow in its usable cells".into() });
         }
