@@ -525,7 +525,7 @@ fn every_flow_with_ten_packets_gets_a_bounded_mean_or_a_reason() {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (i, sc) in matrix.iter().enumerate() {
-        let o = run(sc, 1900 + common::seed_shift() + i as u64, old, factor, rows);
+        let o = run(sc, 1900 + common::seed_shift("WIRELAT_MATRIX_SEED") + i as u64, old, factor, rows);
         let name = format!("{} / {} / {}", sc.delay_name, sc.loss_name, sc.flows_per_epoch);
         for line in &o.golden {
             golden.push("lds_flow", format!("{name} {line}"));
@@ -614,7 +614,7 @@ fn every_flow_with_ten_packets_gets_a_bounded_mean_or_a_reason() {
     );
     checks.finish();
     // The estimates themselves, byte for byte, on the CI's matrix at the default sizes only.
-    if !full && !old && factor == 1.0 && rows.is_none() && common::seed_shift() == 0 {
+    if !full && !old && factor == 1.0 && rows.is_none() && common::seed_shift("WIRELAT_MATRIX_SEED") == 0 {
         golden.check(
             "flow_matrix",
             Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/flow_matrix.digest")),

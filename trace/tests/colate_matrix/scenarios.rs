@@ -221,13 +221,6 @@ pub(super) fn queue_mbps() -> Option<f64> {
     std::env::var("WIRELAT_COLATE_MATRIX_QUEUE_MBPS").ok().and_then(|s| s.parse().ok())
 }
 
-/// `WIRELAT_COLATE_MATRIX_SEED` shifts every scenario's seed (default 0): how BENCHMARKS.md
-/// repeats the sized queue scenarios on other traces (the ρ check may then fail by design: the
-/// closed-loop traffic sets the utilisation).
-pub(super) fn seed_shift() -> u64 {
-    std::env::var("WIRELAT_COLATE_MATRIX_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0)
-}
-
 pub(super) fn scale() -> f64 {
     std::env::var("WIRELAT_COLATE_MATRIX_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0)
 }

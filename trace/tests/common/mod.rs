@@ -182,16 +182,16 @@ pub fn matched(up: &[Rec], down: &[Rec]) -> Vec<(u64, Option<u64>, Vec<u8>)> {
     out
 }
 
-/// `WIRELAT_MATRIX_SEED` shifts every scenario's seed in the segment and flow matrices
-/// (default 0, the traces the golden digests hold): how their checks are repeated on traces
-/// nobody looked at. A value that is not an integer stops the test with a message.
-pub fn seed_shift() -> u64 {
-    match std::env::var("WIRELAT_MATRIX_SEED") {
+/// The seed shift the environment variable `var` asks for (default 0, the traces the golden
+/// digests hold): `WIRELAT_MATRIX_SEED` for the segment and flow matrices,
+/// `WIRELAT_COLATE_MATRIX_SEED` for COLATE's; how their checks are repeated on traces nobody
+/// looked at. A value that is not an integer stops the test with a message naming `var`: a
+/// typo must not silently rerun the default traces.
+pub fn seed_shift(var: &str) -> u64 {
+    match std::env::var(var) {
         Err(std::env::VarError::NotPresent) => 0,
-        Ok(s) => {
-            s.trim().parse().unwrap_or_else(|_| panic!("WIRELAT_MATRIX_SEED={s:?}: expected an integer"))
-        }
-        Err(e) => panic!("WIRELAT_MATRIX_SEED: {e}"),
+        Ok(s) => s.trim().parse().unwrap_or_else(|_| panic!("{var}={s:?}: expected an integer")),
+        Err(e) => panic!("{var}: {e}"),
     }
 }
 
