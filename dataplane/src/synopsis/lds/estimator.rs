@@ -8,7 +8,7 @@
 //! (1 + α) of the minimum key and returns Σ Δs / Σ n over them (raw, unscaled sums, spec P9).
 //! Pure functions over decoded sketches: no I/O, never NaN.
 
-use super::config::{EstimatorConfig, SelectionRule};
+use super::config::{EstimatorConfig, MAX_ROWS, SelectionRule};
 use super::flows::FlowSet;
 use super::sketch::Lds;
 use crate::packet::FlowKey;
@@ -219,8 +219,12 @@ impl<'a> Estimator<'a> {
         let mut any_packet = false;
         let mut packets = f64::INFINITY;
         let mut lost = f64::INFINITY;
+        let mut bases = [0u64; MAX_ROWS as usize];
         for (r, row) in addr.rows.iter().enumerate() {
             let base = addr.base(row, flow_hash);
+            if let Some(b) = bases.get_mut(r) {
+                *b = base;
+            }
             let mut row_count = 0u64;
             let mut row_lost = 0i64;
             for o in 0..addr.k {
@@ -257,10 +261,24 @@ impl<'a> Estimator<'a> {
             }
         }
         cells.usable = cand.len() as u32;
+        // The fewest sender packets any row that samples everything holds at offset `o`: every
+        // one of the flow's own packets at `o` sits there in each such row.
+        let held_at = |o: u16| {
+            addr.rows
+                .iter()
+                .zip(&bases)
+                .filter(|(row, _)| row.rate >= 1.0)
+                .map(|(row, &base)| {
+                    let idx = row.start + addr.column(base, u64::from(o)) as usize;
+                    s_cells.get(idx).map_or(0, |c| if c.overflowed() { u32::MAX } else { c.count })
+                })
+                .min()
+                .unwrap_or(u32::MAX)
+        };
         let mean_delay_ns = if cand.is_empty() {
             Err(if any_packet { NoEstimate::NoUsableCells } else { NoEstimate::NoPackets })
         } else {
-            self.select_and_average(cand, &mut cells)
+            self.select_and_average(cand, &mut cells, held_at)
         };
         if mean_delay_ns.is_err() {
             cells.no_estimate_reason = Some(cells.reason());
@@ -289,7 +307,14 @@ impl<'a> Estimator<'a> {
     /// The offsets whose usable cell another row repeats exactly: their summed delay and count
     /// (one copy per offset) and how many there are. Candidates come in row order, so a cell is
     /// compared only with those of earlier rows.
-    fn confirmed(cand: &[Candidate]) -> (i128, u64, u32) {
+    ///
+    /// Two rows can repeat a cell that holds none of the flow's packets: another flow whose
+    /// window sits at the same shift in both rows (probability about C(R,2)·N·(2k − 1)/W² per
+    /// flow, `coverage::FALSE_CONFIRMATION`), and then all its packets at the shared offsets are
+    /// taken for the flow's own. Its packets are not in the other rows' windows, so an offset
+    /// is confirmed only when every row that samples everything holds at least the cell's count
+    /// there (`held_at`): the flow's own packets always pass.
+    fn confirmed(cand: &[Candidate], held_at: &impl Fn(u16) -> u32) -> (i128, u64, u32) {
         let same = |a: &Candidate, b: &Candidate| {
             a.row != b.row
                 && a.offset == b.offset
@@ -303,7 +328,7 @@ impl<'a> Estimator<'a> {
         for (i, c) in cand.iter().enumerate() {
             let (word, bit) = (usize::from(c.offset) / 64, 1u64 << (c.offset % 64));
             let Some(w) = counted.get_mut(word) else { continue };
-            if *w & bit == 0 && cand[..i].iter().any(|d| same(d, c)) {
+            if *w & bit == 0 && cand[..i].iter().any(|d| same(d, c)) && c.count <= held_at(c.offset) {
                 *w |= bit;
                 delta += i128::from(c.delta_ns);
                 count += u64::from(c.count);
@@ -314,9 +339,15 @@ impl<'a> Estimator<'a> {
     }
 
     /// Fig. 6 lines 14–20 with the configured key and α test.
-    fn select_and_average(&self, cand: &[Candidate], cells: &mut CellUse) -> Measured<Estimate> {
-        if self.opts.selection == SelectionRule::RowAgreement {
-            let (delta, count, offsets) = Self::confirmed(cand);
+    fn select_and_average(
+        &self,
+        cand: &[Candidate],
+        cells: &mut CellUse,
+        held_at: impl Fn(u16) -> u32,
+    ) -> Measured<Estimate> {
+        let agreement = self.opts.selection == SelectionRule::RowAgreement;
+        if agreement {
+            let (delta, count, offsets) = Self::confirmed(cand, &held_at);
             cells.confirmed = offsets;
             if count > 0 {
                 cells.selected = offsets;
@@ -327,7 +358,10 @@ impl<'a> Estimator<'a> {
             SelectionRule::HighestRateFirst => cand.iter().map(|c| c.rate).fold(0.0, f64::max),
             _ => 0.0,
         };
-        let competes = |c: &Candidate| c.rate >= top_rate;
+        // Row agreement's fallback leaves out the cells that cannot hold only the flow's own
+        // packets (more than some full-rate row holds at that offset): in the wide windows it
+        // sizes, the fewest-packet cells are otherwise often another flow's alone.
+        let competes = |c: &Candidate| c.rate >= top_rate && (!agreement || c.count <= held_at(c.offset));
         let key_min = cand.iter().filter(|c| competes(c)).map(|c| c.key).fold(f64::INFINITY, f64::min);
         let limit = (1.0 + self.opts.alpha) * key_min;
         let mut delta_sum: i128 = 0;

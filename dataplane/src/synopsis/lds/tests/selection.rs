@@ -140,3 +140,87 @@ fn row_agreement_means_hold_only_the_flows_own_packets() {
     assert!(confirmed > 100, "{confirmed} flows confirmed");
     assert!(paper_outside > 10, "the paper's rule is contaminated on {paper_outside} of them");
 }
+
+/// RowAgreement: a flow whose window sits at the same shift from another's in two rows repeats
+/// its cells in both, and agreement alone would take them for the other flow's own. Found by
+/// search in a narrow sketch: flow g (200 packets at 500 µs) lies 1–3 cells after flow f in
+/// rows 0 and 1 and away from it in rows 2 and 3; f sends one packet at 100 µs. f's mean is its
+/// own packet's delay, since rows 2 and 3 hold nothing at g's offsets.
+#[test]
+fn another_flow_at_the_same_shift_in_two_rows_is_not_confirmed() {
+    let (w, k) = (64u64, 4u64);
+    let cfg = LdsConfig {
+        vlda_len: k as u32,
+        estimator: EstimatorConfig {
+            alpha: 0.0,
+            strict_alpha: false,
+            selection: SelectionRule::RowAgreement,
+        },
+        ..LdsConfig::new(4, w as u32)
+    };
+    let probe = Lds::new(&cfg).unwrap();
+    let shift = |row: usize, g: u32| {
+        let (bf, bg) =
+            (probe.base_column(row, flow_hash(0)).unwrap(), probe.base_column(row, flow_hash(g)).unwrap());
+        (bg + w - bf) % w
+    };
+    let apart = |d: u64| (k..=w - k).contains(&d);
+    let g = (1..400_000)
+        .find(|&g| {
+            let d = shift(0, g);
+            (1..k).contains(&d) && shift(1, g) == d && apart(shift(2, g)) && apart(shift(3, g))
+        })
+        .expect("a flow at the same shift in rows 0 and 1");
+    let mut rng = sim::rng(23);
+    let mut pkts: Vec<Pkt> = (0..200)
+        .map(|i| Pkt { flow: g, identity: rng.random(), send_ns: T0 + i * 1_000, delay_ns: 500_000 })
+        .collect();
+    pkts.push(Pkt { flow: 0, identity: rng.random(), send_ns: T0 + 100_500, delay_ns: 100_000 });
+    let (s, r) = run(&cfg, &pkts, |_| false);
+    let e = estimate_flow(&s, &r, &key(0), flow_hash(0)).unwrap();
+    assert_eq!(mean_of(&e), 100_000.0, "flow 0 (g = {g}): {e:?}");
+    assert_eq!(e.mean_delay_ns.as_ref().unwrap().samples, 1, "{e:?}");
+    assert!(e.cells.confirmed >= 1, "{e:?}");
+}
+
+/// RowAgreement's fallback (nothing confirmed): flow f's two packets are lost, and flow g's
+/// window overlaps f's in row 0 only. g's cells there are usable, but rows 1–3 hold nothing at
+/// those offsets, so they cannot be f's own packets: f gets no mean instead of g's delay.
+#[test]
+fn the_fallback_leaves_out_cells_no_full_row_holds_for_the_flow() {
+    let (w, k) = (64u64, 4u64);
+    let cfg = LdsConfig {
+        vlda_len: k as u32,
+        estimator: EstimatorConfig {
+            alpha: 0.0,
+            strict_alpha: false,
+            selection: SelectionRule::RowAgreement,
+        },
+        ..LdsConfig::new(4, w as u32)
+    };
+    let probe = Lds::new(&cfg).unwrap();
+    let shift = |row: usize, g: u32| {
+        let (bf, bg) =
+            (probe.base_column(row, flow_hash(0)).unwrap(), probe.base_column(row, flow_hash(g)).unwrap());
+        (bg + w - bf) % w
+    };
+    let apart = |d: u64| (k..=w - k).contains(&d);
+    let g = (1..400_000)
+        .find(|&g| (1..k).contains(&shift(0, g)) && (1..4).all(|row| apart(shift(row, g))))
+        .expect("a flow overlapping flow 0 in row 0 only");
+    let mut rng = sim::rng(29);
+    let mut pkts: Vec<Pkt> = (0..200)
+        .map(|i| Pkt { flow: g, identity: rng.random(), send_ns: T0 + i * 1_000, delay_ns: 500_000 })
+        .collect();
+    pkts.extend((0..2).map(|i| Pkt {
+        flow: 0,
+        identity: rng.random(),
+        send_ns: T0 + 100_500 + i,
+        delay_ns: 100_000,
+    }));
+    let (s, r) = run(&cfg, &pkts, |i| i >= 200);
+    let e = estimate_flow(&s, &r, &key(0), flow_hash(0)).unwrap();
+    assert!(e.mean_delay_ns.is_err(), "flow 0 (g = {g}) took another flow's cells: {e:?}");
+    assert_eq!(e.cells.confirmed, 0, "{e:?}");
+    assert!(e.cells.usable > 0, "g's cells in row 0 are usable: {e:?}");
+}
