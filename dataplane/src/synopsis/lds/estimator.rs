@@ -101,7 +101,10 @@ pub struct FlowEstimate {
     pub mean_delay_ns: Measured<Estimate>,
     /// Count-Min estimate of the flow's packets at the sender (spec §6.6): per row Σ n over the
     /// window, scaled by 1/p and divided by the flow's weight; minimum over the rows of the
-    /// highest sampling rate. Never below the truth when those rows sample everything.
+    /// highest sampling rate. Where rows sample everything, also at most the sum over the
+    /// offsets of the fewest packets any such row holds at each (another flow's packet then
+    /// counts only where it sits in every row). Never below the truth when those rows sample
+    /// everything.
     pub packets: u64,
     /// Upper bound on the flow's lost packets: per row Σ (n_sender − n_receiver) over the
     /// window (scaled and weight-divided like `packets`), minimum over the same rows.
@@ -275,6 +278,15 @@ impl<'a> Estimator<'a> {
                 .min()
                 .unwrap_or(u32::MAX)
         };
+        // Each row's window also counts the packets other flows put in it, the more so the longer
+        // the window; per offset, another flow's packets must sit in every full-rate row to be
+        // counted, so the sum of the per-offset minima is the tighter bound on the flow's packets
+        // (`packets` is also COLATE's P for the flow).
+        let held: Option<u64> =
+            (0..addr.k as u16).map(|o| Some(held_at(o)).filter(|&h| h != u32::MAX).map(u64::from)).sum();
+        if let Some(h) = held {
+            packets = packets.min(h as f64 / weight);
+        }
         let mean_delay_ns = if cand.is_empty() {
             Err(if any_packet { NoEstimate::NoUsableCells } else { NoEstimate::NoPackets })
         } else {
