@@ -33,8 +33,14 @@ banks = [{ rows = 1024, p = 0.5 }, { rows = 1024, p = 0.05 }]
 seed = 7
 
 [synopses.lds]
-rows = 4
-width = 17500
+# Sized for coverage (docs/lds.md, "Coverage sizing"): up to 2 000 flows per epoch and
+# direction, 5 % of packets lost or across an epoch boundary. One cell per flow and row
+# (k = 1) leaves every flow that lost a packet without a mean, and those flows' absence
+# biases the aggregate mean wherever loss or crossings go with delay.
+expected_flows = 2000
+expected_loss = 0.05
+mean_flow_packets = 16
+max_flow_packets = 1000
 seed = 7
 flow_capacity = 262144
 
