@@ -101,8 +101,9 @@ pub struct BankReport {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LdaReport {
     /// Mean one-way delay D of the packets in usable cells, with the (`confidence`) interval
-    /// D ± sqrt(2 ln(2/δ)) σ̂/√S (paper eq. 1 with σ̂ for σ). No interval when σ̂ is unknown or
-    /// was clamped to 0. `samples` = S.
+    /// D ± sqrt(2 ln(2/δ)) σ̂/√S (paper eq. 1 with σ̂ for σ), with Student's t for the multiplier
+    /// where it is larger (S ≤ 7 at 98 %: `sizing::confidence_half_width`). No interval when σ̂
+    /// is unknown or was clamped to 0, or from fewer than two packets. `samples` = S.
     pub mean_delay: Measured<Estimate>,
     /// Standard deviation σ̂ by the group moment over usable cells (our estimator, the
     /// default; [`crate::synopsis::moment`]): σ̂² = Σ (Δ − c·D)² / (S − Σc²/S), with its
