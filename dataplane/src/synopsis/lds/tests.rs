@@ -106,6 +106,19 @@ fn true_mean(pkts: &[Pkt], flow: u32, drop: impl Fn(usize) -> bool) -> f64 {
     s as f64 / n as f64
 }
 
+/// `LdsConfig::new(rows, width)` with vLDAs of `k` cells, estimated by row agreement (α = 0).
+fn row_agreement(rows: u32, width: u32, k: u32) -> LdsConfig {
+    LdsConfig {
+        vlda_len: k,
+        estimator: EstimatorConfig {
+            alpha: 0.0,
+            strict_alpha: false,
+            selection: SelectionRule::RowAgreement,
+        },
+        ..LdsConfig::new(rows, width)
+    }
+}
+
 fn mean_of(e: &FlowEstimate) -> f64 {
     e.mean_delay_ns.as_ref().unwrap().value
 }

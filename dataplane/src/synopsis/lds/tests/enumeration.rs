@@ -63,15 +63,7 @@ fn flow_packets_count_other_flows_only_where_every_row_holds_them() {
             delay_ns: 50_000,
         })
         .collect();
-    let cfg = LdsConfig {
-        vlda_len: 8,
-        estimator: EstimatorConfig {
-            alpha: 0.0,
-            strict_alpha: false,
-            selection: SelectionRule::RowAgreement,
-        },
-        ..LdsConfig::new(4, 16_384)
-    };
+    let cfg = row_agreement(4, 16_384, 8);
     let (s, r) = run(&cfg, &pkts, |_| false);
     let mut exact = 0;
     for f in 0..2_000 {

@@ -107,15 +107,7 @@ fn strict_alpha_keeps_the_minimum_and_drops_the_boundary() {
 #[test]
 fn row_agreement_means_hold_only_the_flows_own_packets() {
     let pkts = stream(19, 400, 40_000);
-    let cfg = LdsConfig {
-        vlda_len: 8,
-        estimator: EstimatorConfig {
-            alpha: 0.0,
-            strict_alpha: false,
-            selection: SelectionRule::RowAgreement,
-        },
-        ..LdsConfig::new(4, 1500)
-    };
+    let cfg = row_agreement(4, 1500, 8);
     let (s, r) = run(&cfg, &pkts, |i| i % 97 == 0);
     let paper = Estimator::new(&s, &r)
         .unwrap()
@@ -141,6 +133,24 @@ fn row_agreement_means_hold_only_the_flows_own_packets() {
     assert!(paper_outside > 10, "the paper's rule is contaminated on {paper_outside} of them");
 }
 
+/// Width and vLDA length of [`narrow_sketch`].
+const NARROW_W: u64 = 64;
+const NARROW_K: u64 = 4;
+
+/// Row agreement over 4 rows of [`NARROW_W`] cells with vLDAs of [`NARROW_K`]: narrow enough
+/// that a search over flow indices finds flows at any chosen shift from flow 0. Also returns
+/// `shift(row, g)`: where flow g's window starts in `row`, counted from flow 0's.
+fn narrow_sketch() -> (LdsConfig, impl Fn(usize, u32) -> u64) {
+    let cfg = row_agreement(4, NARROW_W as u32, NARROW_K as u32);
+    let probe = Lds::new(&cfg).unwrap();
+    let shift = move |row: usize, g: u32| {
+        let (bf, bg) =
+            (probe.base_column(row, flow_hash(0)).unwrap(), probe.base_column(row, flow_hash(g)).unwrap());
+        (bg + NARROW_W - bf) % NARROW_W
+    };
+    (cfg, shift)
+}
+
 /// RowAgreement: a flow whose window sits at the same shift from another's in two rows repeats
 /// its cells in both, and agreement alone would take them for the other flow's own. Found by
 /// search in a narrow sketch: flow g (200 packets at 500 µs) lies 1–3 cells after flow f in
@@ -148,27 +158,12 @@ fn row_agreement_means_hold_only_the_flows_own_packets() {
 /// own packet's delay, since rows 2 and 3 hold nothing at g's offsets.
 #[test]
 fn another_flow_at_the_same_shift_in_two_rows_is_not_confirmed() {
-    let (w, k) = (64u64, 4u64);
-    let cfg = LdsConfig {
-        vlda_len: k as u32,
-        estimator: EstimatorConfig {
-            alpha: 0.0,
-            strict_alpha: false,
-            selection: SelectionRule::RowAgreement,
-        },
-        ..LdsConfig::new(4, w as u32)
-    };
-    let probe = Lds::new(&cfg).unwrap();
-    let shift = |row: usize, g: u32| {
-        let (bf, bg) =
-            (probe.base_column(row, flow_hash(0)).unwrap(), probe.base_column(row, flow_hash(g)).unwrap());
-        (bg + w - bf) % w
-    };
-    let apart = |d: u64| (k..=w - k).contains(&d);
+    let (cfg, shift) = narrow_sketch();
+    let apart = |d: u64| (NARROW_K..=NARROW_W - NARROW_K).contains(&d);
     let g = (1..400_000)
         .find(|&g| {
             let d = shift(0, g);
-            (1..k).contains(&d) && shift(1, g) == d && apart(shift(2, g)) && apart(shift(3, g))
+            (1..NARROW_K).contains(&d) && shift(1, g) == d && apart(shift(2, g)) && apart(shift(3, g))
         })
         .expect("a flow at the same shift in rows 0 and 1");
     let mut rng = sim::rng(23);
@@ -188,25 +183,10 @@ fn another_flow_at_the_same_shift_in_two_rows_is_not_confirmed() {
 /// those offsets, so they cannot be f's own packets: f gets no mean instead of g's delay.
 #[test]
 fn the_fallback_leaves_out_cells_no_full_row_holds_for_the_flow() {
-    let (w, k) = (64u64, 4u64);
-    let cfg = LdsConfig {
-        vlda_len: k as u32,
-        estimator: EstimatorConfig {
-            alpha: 0.0,
-            strict_alpha: false,
-            selection: SelectionRule::RowAgreement,
-        },
-        ..LdsConfig::new(4, w as u32)
-    };
-    let probe = Lds::new(&cfg).unwrap();
-    let shift = |row: usize, g: u32| {
-        let (bf, bg) =
-            (probe.base_column(row, flow_hash(0)).unwrap(), probe.base_column(row, flow_hash(g)).unwrap());
-        (bg + w - bf) % w
-    };
-    let apart = |d: u64| (k..=w - k).contains(&d);
+    let (cfg, shift) = narrow_sketch();
+    let apart = |d: u64| (NARROW_K..=NARROW_W - NARROW_K).contains(&d);
     let g = (1..400_000)
-        .find(|&g| (1..k).contains(&shift(0, g)) && (1..4).all(|row| apart(shift(row, g))))
+        .find(|&g| (1..NARROW_K).contains(&shift(0, g)) && (1..4).all(|row| apart(shift(row, g))))
         .expect("a flow overlapping flow 0 in row 0 only");
     let mut rng = sim::rng(29);
     let mut pkts: Vec<Pkt> = (0..200)
