@@ -24,6 +24,7 @@ pub mod hash;
 pub mod lda;
 pub mod lds;
 pub mod moment;
+pub mod quantile;
 pub mod rda;
 pub mod registry;
 

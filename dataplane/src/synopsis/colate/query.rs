@@ -9,8 +9,9 @@
 use super::cells::CellMap;
 use super::config::ColateConfig;
 use super::epoch::{CounterEpoch, flags};
-use super::stats::{chi2_quantile, ml_foreign_offset, student_t_two_sided, two_sided_z};
+use super::stats::ml_foreign_offset;
 use crate::synopsis::estimate::{ConfidenceInterval, Estimate, Measured, NoEstimate};
+use crate::synopsis::quantile::{chi2_quantile, student_t_two_sided, two_sided_z};
 use crate::synopsis::{Synopsis, SynopsisConfig};
 
 mod counts;

@@ -10,7 +10,7 @@
 //! real mean far more accurate (see the module docs of [`super`]).
 
 use super::config::{ColateConfig, JMode, is_prime, prev_prime};
-use super::stats::two_sided_z;
+use crate::synopsis::quantile::two_sided_z;
 use crate::synopsis::{ConfigError, SynopsisConfig, SynopsisKind};
 use serde::{Deserialize, Serialize};
 

@@ -6,8 +6,8 @@
 //! arithmetic, no state.
 
 use super::config::LdaConfig;
+use crate::synopsis::quantile;
 use serde::Serialize;
-use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// Expected usable rows of one bank, E\[U\] = m (1 − p/m)^L: a row stays usable when none of the
 /// L lost packets is sampled into it (spec §4.5 \[derived\]).
@@ -83,7 +83,7 @@ pub fn confidence_half_width(sigma: f64, samples: u64, level: f64) -> Option<f64
     // paper's multiplier exceeds by more at every level up to 1 − 10⁻¹²; statrs inverts t's
     // CDF numerically, slowly at large df.
     let t = if samples <= STUDENT_T_MAX_SAMPLES {
-        StudentsT::new(0.0, 1.0, (samples - 1) as f64).ok()?.inverse_cdf((1.0 + level) / 2.0)
+        quantile::student_t_two_sided((samples - 1) as f64, level)
     } else {
         0.0
     };

@@ -2,11 +2,11 @@
 //! usable cells (counts that agree at S and R, Δ not below the floor, no chunk of another large
 //! flow), net of the reference cells' foreign latency and count.
 
-use super::super::stats::chi2_quantile;
 use super::noise::RefSums;
 use super::paper::with_interval;
 use super::{QueryOptions, Segment, above_floor};
 use crate::synopsis::estimate::{Estimate, Measured, NoEstimate};
+use crate::synopsis::quantile::chi2_quantile;
 
 /// The share of a flow's cells the count mean needs (see `Segment::counts_view`).
 const MIN_USABLE_SHARE: f64 = 0.5;
