@@ -511,6 +511,7 @@ fn every_flow_with_ten_packets_gets_a_bounded_mean_or_a_reason() {
     let old = std::env::var("WIRELAT_FLOW_MATRIX_OLD").is_ok_and(|v| v == "1");
     let matrix = if full { full_matrix() } else { small_matrix() };
     let factor = common::size_factor();
+    let seed_shift = common::seed_shift("WIRELAT_MATRIX_SEED");
     let rows = lds_rows();
     let mut checks = common::Checks::new(factor);
     let mut golden = golden::Golden::default();
@@ -525,7 +526,7 @@ fn every_flow_with_ten_packets_gets_a_bounded_mean_or_a_reason() {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (i, sc) in matrix.iter().enumerate() {
-        let o = run(sc, 1900 + common::seed_shift("WIRELAT_MATRIX_SEED") + i as u64, old, factor, rows);
+        let o = run(sc, 1900 + seed_shift + i as u64, old, factor, rows);
         let name = format!("{} / {} / {}", sc.delay_name, sc.loss_name, sc.flows_per_epoch);
         for line in &o.golden {
             golden.push("lds_flow", format!("{name} {line}"));
@@ -614,7 +615,7 @@ fn every_flow_with_ten_packets_gets_a_bounded_mean_or_a_reason() {
     );
     checks.finish();
     // The estimates themselves, byte for byte, on the CI's matrix at the default sizes only.
-    if !full && !old && factor == 1.0 && rows.is_none() && common::seed_shift("WIRELAT_MATRIX_SEED") == 0 {
+    if !full && !old && factor == 1.0 && rows.is_none() && seed_shift == 0 {
         golden.check(
             "flow_matrix",
             Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/flow_matrix.digest")),

@@ -76,6 +76,7 @@ const COVER_LEVEL: f64 = 0.95;
 fn every_flow_of_every_scenario_is_within_the_estimators_bounds() {
     let mut failures = Vec::new();
     let factor = common::size_factor();
+    let seed_shift = common::seed_shift("WIRELAT_COLATE_MATRIX_SEED");
     let mut checks = common::Checks::new(factor);
     let mut golden = golden::Golden::default();
     // Headline over every scenario: the worst scenario's share with a mean, within 10·se and
@@ -93,8 +94,7 @@ fn every_flow_of_every_scenario_is_within_the_estimators_bounds() {
         if !sc.name.contains(only.as_str()) {
             continue;
         }
-        let mut t =
-            run(sc, 1900 + common::seed_shift("WIRELAT_COLATE_MATRIX_SEED") + i as u64, &mut failures);
+        let mut t = run(sc, 1900 + seed_shift + i as u64, &mut failures);
         for line in t.golden.drain(..) {
             golden.push("colate_flow", format!("{} {line}", sc.name));
         }

@@ -113,6 +113,7 @@ fn rel(est: f64, truth: f64) -> f64 {
 fn every_epoch_of_every_cell_is_within_the_estimators_bounds() {
     let s = scale();
     let factor = common::size_factor();
+    let seed_shift = common::seed_shift("WIRELAT_MATRIX_SEED");
     let mut checks = common::Checks::new(factor);
     let mut golden = golden::Golden::default();
     // Over every cell: each estimator's errors, and its table bytes per point (largest cell).
@@ -135,8 +136,7 @@ fn every_epoch_of_every_cell_is_within_the_estimators_bounds() {
             duration_ns: 2_000_000_000,
             ..TrafficConfig::default()
         };
-        let mut gcfg =
-            GenConfig::synthetic(1800 + common::seed_shift("WIRELAT_MATRIX_SEED") + i as u64, traffic, seg);
+        let mut gcfg = GenConfig::synthetic(1800 + seed_shift + i as u64, traffic, seg);
         if cell.base {
             gcfg.source = Source::Base { path: None, rebase: true, time_scale: 1.0 };
         }
@@ -263,7 +263,7 @@ fn every_epoch_of_every_cell_is_within_the_estimators_bounds() {
     }
     checks.finish();
     // The estimates themselves, byte for byte, at the CI's scale and sizes only.
-    if s == 1.0 && factor == 1.0 && common::seed_shift("WIRELAT_MATRIX_SEED") == 0 {
+    if s == 1.0 && factor == 1.0 && seed_shift == 0 {
         golden.check(
             "segment_matrix",
             Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/segment_matrix.digest")),
