@@ -47,8 +47,12 @@ origin_ns = 1700000000000000000
 /// Point A's two pcaps of a seeded trace pair (ns timestamps: the µs truncation of the pcap
 /// device and of the offline runner are part of what is compared).
 fn trace(dir: &Path) -> [PathBuf; 2] {
-    let traffic =
-        TrafficConfig { packet_rate_pps: 8_000.0, duration_ns: 600_000_000, ..TrafficConfig::default() };
+    trace_at(dir, 8_000.0, 600_000_000)
+}
+
+/// [`trace`] at `packet_rate_pps` for `duration_ns`.
+fn trace_at(dir: &Path, packet_rate_pps: f64, duration_ns: u64) -> [PathBuf; 2] {
+    let traffic = TrafficConfig { packet_rate_pps, duration_ns, ..TrafficConfig::default() };
     let seg = SegmentConfig {
         delay: DelaySpec::Iid(DelayModel::Weibull { shape: 0.7, mean: 40_000.0 }),
         loss: LossModel::Uniform { rate: 0.01 },
@@ -369,6 +373,34 @@ fn a_slow_control_thread_causes_counted_overruns_and_no_stall() {
         .map(|l| l["summary"]["measured"].as_u64().unwrap())
         .sum();
     assert_eq!(published + field("overrun_packets"), field("measured"), "{}", describe(&output));
+}
+
+/// A sparse trace (a burst of 32 frames spans dozens of epochs) replayed with `overrun =
+/// "wait"` behind a slow control thread: the worker spends seconds on one burst, waiting for
+/// epoch buffers, and reads nothing new meanwhile. That is not an idle link. Counted as one,
+/// the run stopped by `[stop] idle_ms` with most of the trace never read and no counter
+/// saying so (`wirelat demo` on sparse real captures replayed about 85 % of them).
+#[test]
+fn a_worker_waiting_for_epoch_buffers_is_not_idle() {
+    let dir = scratch();
+    let d = dir.path();
+    // About 300 frames per second per direction: a 32-frame burst spans about ten of the 10-ms
+    // epochs, and each harvest that frees a buffer comes 60 ms after the last, so one burst
+    // takes longer than the 400-ms idle limit.
+    let pcaps = trace_at(d, 600.0, 1_000_000_000);
+    let (_, output) = appliance(
+        d,
+        &pcaps,
+        1,
+        "[epochs]\nlength_ms = 10\nring = 2\noverrun = \"wait\"\n[debug]\nharvest_delay_ms = 60\n",
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for (port, pcap) in pcaps.iter().enumerate() {
+        let n = read_timed(pcap).len();
+        assert!(n > 100, "port {port}: {n} frames");
+        assert!(stdout.contains(&format!("port {port}: rx {n} ")), "{}", describe(&output));
+    }
+    assert!(stdout.contains("overrun_epochs 0 "), "{}", describe(&output));
 }
 
 /// Monitor mode (rx-only mirror ports, one direction each) measures exactly what inline mode

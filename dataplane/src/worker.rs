@@ -202,9 +202,11 @@ crate::counter_set! {
 pub struct WorkerCounters {
     /// Indexed by [`Direction`].
     pub paths: [PathCounters; 2],
-    /// Completed polls of both directions (lets the main lcore tell "idle" from "not
-    /// scheduled").
-    pub polls: AtomicU64,
+    /// Polls in which no queue of the worker returned a frame. The main lcore counts a run as
+    /// idle only while these advance: a worker that is not scheduled, or busy with frames it
+    /// already holds (a replayed burst spanning many epochs, waiting for epoch buffers), makes
+    /// none, and is not an exhausted trace.
+    pub empty_polls: AtomicU64,
 }
 
 /// The counters of one worker, padded so that workers never share a cache line.
@@ -227,7 +229,7 @@ pub fn run<H: BurstHook>(
     // Port 1's burst, polled before port 0's and processed after it.
     let mut reverse = MbufBurst::new();
     let mut burst = MbufBurst::new();
-    let mut polls: u64 = 0;
+    let mut empty_polls: u64 = 0;
     // TSC of the first empty poll of the current quiet spell (idle mode only).
     let mut quiet_since: Option<u64> = None;
 
@@ -270,6 +272,8 @@ pub fn run<H: BurstHook>(
         }
 
         if received == 0 {
+            empty_polls += 1;
+            counters.empty_polls.store(empty_polls, Ordering::Relaxed);
             hook.on_idle();
             if settings.idle_after_cycles > 0 {
                 let now = crate::dpdk::rdtsc();
@@ -283,8 +287,6 @@ pub fn run<H: BurstHook>(
         } else {
             quiet_since = None;
         }
-        polls += 1;
-        counters.polls.store(polls, Ordering::Relaxed);
     }
     hook.on_stop();
 }
@@ -307,7 +309,7 @@ pub fn run_trace_ordered<H: BurstHook>(
 ) {
     let mut bursts = [MbufBurst::new(), MbufBurst::new()];
     let mut next = [0usize; 2];
-    let mut polls: u64 = 0;
+    let mut empty_polls: u64 = 0;
     let ts = |b: &MbufBurst, i: usize| b.get(i).and_then(|m| m.rx_timestamp(&timestamps)).unwrap_or(0);
 
     loop {
@@ -337,8 +339,8 @@ pub fn run_trace_ordered<H: BurstHook>(
                     break;
                 }
                 hook.on_idle();
-                polls += 1;
-                counters.polls.store(polls, Ordering::Relaxed);
+                empty_polls += 1;
+                counters.empty_polls.store(empty_polls, Ordering::Relaxed);
                 continue;
             }
             [true, false] => 0,
@@ -362,8 +364,6 @@ pub fn run_trace_ordered<H: BurstHook>(
         };
         hook.on_slice(&paths[d].info, &bursts[d], start..end);
         next[d] = end;
-        polls += 1;
-        counters.polls.store(polls, Ordering::Relaxed);
     }
     hook.on_stop();
 }

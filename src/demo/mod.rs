@@ -146,7 +146,8 @@ pub fn run(args: &DemoArgs) -> Result<(), Failure> {
     };
     configs::write_collector(&plan).map_err(Failure::Runtime)?;
     let timeout = Duration::from_secs(args.timeout_s.max(1));
-    procs::run_deployment(&bin, &plan, timeout).map_err(Failure::Runtime)?;
+    let tap_frames = |tap: &str| truth.files.iter().find(|f| f.tap == tap).map(|f| f.frames);
+    procs::run_deployment(&bin, &plan, timeout, &tap_frames).map_err(Failure::Runtime)?;
 
     // 3. Score and print.
     let text = std::fs::read_to_string(&records)

@@ -126,7 +126,15 @@ fn metrics_url(p: &mut Proc) -> anyhow::Result<String> {
 }
 
 /// Runs the peer and both points to completion.
-pub fn run_deployment(bin: &Path, plan: &Plan, timeout: Duration) -> anyhow::Result<()> {
+///
+/// `tap_frames` gives the frames of each tap's pcap (`a_port0`, …): after the run, each point
+/// must have received all of them.
+pub fn run_deployment(
+    bin: &Path,
+    plan: &Plan,
+    timeout: Duration,
+    tap_frames: &dyn Fn(&str) -> Option<u64>,
+) -> anyhow::Result<()> {
     let collector_toml = plan.collector_toml();
     let mut peer = Proc::spawn(
         "the peer (wirelat collect)",
@@ -191,5 +199,52 @@ pub fn run_deployment(bin: &Path, plan: &Plan, timeout: Duration) -> anyhow::Res
     if !status.success() {
         return Err(peer.failure(&format!("stopped with {status}")));
     }
+    for (p, name) in points.iter().zip(["a", "b"]) {
+        check_replayed(p, name, tap_frames)?;
+    }
     Ok(())
+}
+
+/// The frames port `port` received, from the last `port <p>: rx <n> …` line of a point's output.
+fn final_rx(text: &str, port: u8) -> Option<u64> {
+    let prefix = format!("port {port}: rx ");
+    text.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// Fails unless point `name` received every frame of both its taps, as its final port counters
+/// (`port <p>: rx <n> …` in its log) say: a replay that stopped early would otherwise be scored
+/// on a truth that covers frames the points never saw.
+fn check_replayed(p: &Proc, name: &str, tap_frames: &dyn Fn(&str) -> Option<u64>) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&p.log).with_context(|| format!("reading {}", p.log.display()))?;
+    for port in 0..2u8 {
+        let tap = format!("{name}_port{port}");
+        let Some(want) = tap_frames(&tap) else { bail!("the truth lists no tap {tap}") };
+        let got = final_rx(&text, port)
+            .ok_or_else(|| p.failure(&format!("printed no final counters for port {port}")))?;
+        if got != want {
+            return Err(p.failure(&format!("received {got} of the {want} frames of {tap}")));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::final_rx;
+
+    #[test]
+    fn final_rx_reads_the_last_counters_line_of_a_port() {
+        let log = "2026-11-29T19:38:04Z  INFO port counters port=0 rx=224\n\
+                   port 0: rx 800 tx 672 tx_retries 0\n\
+                   port 1: rx 672 tx 800 tx_retries 0\n\
+                   port 0: rx 948 tx 836 tx_retries 0\n";
+        assert_eq!(final_rx(log, 0), Some(948));
+        assert_eq!(final_rx(log, 1), Some(672));
+        assert_eq!(final_rx("port 0: rx many\n", 0), None);
+        assert_eq!(final_rx("", 1), None);
+    }
 }

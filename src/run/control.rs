@@ -76,7 +76,7 @@ impl Control<'_, '_> {
         let mut next_calibration = started + CALIBRATION_INTERVAL;
         let mut next_metrics = started;
         let mut last_rx = 0u64;
-        let mut last_polls = 0u64;
+        let mut last_empty_polls = 0u64;
         let mut idle = Duration::ZERO;
         let mut last_tick = started;
 
@@ -108,16 +108,17 @@ impl Control<'_, '_> {
                 .flat_map(|c| &c.paths)
                 .map(|p| p.rx_packets.load(Ordering::Relaxed))
                 .sum();
-            let polls: u64 = self.counters.iter().map(|c| c.polls.load(Ordering::Relaxed)).sum();
-            // Idle time counts only while the workers actually polled: a starved worker on a busy
-            // machine is not an exhausted trace.
+            let empty_polls: u64 = self.counters.iter().map(|c| c.empty_polls.load(Ordering::Relaxed)).sum();
+            // Idle time counts only while the workers found their queues empty: a starved worker
+            // on a busy machine, or one still working through frames it holds (a replayed burst
+            // spanning many epochs, waiting for buffers), is not an exhausted trace.
             if rx != last_rx {
                 idle = Duration::ZERO;
-            } else if polls != last_polls {
+            } else if empty_polls != last_empty_polls {
                 idle += tick;
             }
             last_rx = rx;
-            last_polls = polls;
+            last_empty_polls = empty_polls;
 
             if !idle_limit.is_zero() && idle >= idle_limit {
                 break StopReason::Idle;

@@ -286,8 +286,9 @@ impl Default for StatsConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StopConfig {
-    /// Stop once no port received anything for this long while the workers kept polling
-    /// (trace mode: the pcap driver reads its file once, then idles).
+    /// Stop once no port received anything for this long while the workers kept finding their
+    /// queues empty (trace mode: the pcap driver reads its file once, then idles). Time a worker
+    /// spends on frames it already holds, waiting for epoch buffers, does not count.
     pub idle_ms: u64,
     /// Stop after this long in total.
     pub after_ms: u64,
