@@ -104,7 +104,7 @@ fn per_window(c: &mut Criterion) {
 /// The synopsis body a point ships each epoch, at the appliance's default size (10⁶ + 3 counters
 /// with packet counts, `configs/measure-trace.toml`) and three fills: a demo window (847
 /// packets), 1 Mpps and 10 Mpps in a 100-ms epoch. Encode and decode, as the control thread and
-/// the peer pay them.
+/// the peer pay them, and the peer's segment build (its noise and reference sums).
 fn body(c: &mut Criterion) {
     let config = ColateConfig { packet_counts: true, ..ColateConfig::new(1_000_003, 20, 48, u64::MAX) };
     let stream = key_stream(1 << 21);
@@ -121,6 +121,13 @@ fn body(c: &mut Criterion) {
         g.bench_function(format!("encode_{packets}"), |bch| bch.iter(|| black_box(s.encode()).len()));
         g.bench_function(format!("decode_{packets}"), |bch| {
             bch.iter(|| Colate::decode(&config, black_box(&bytes)).map(|s| s.packets()))
+        });
+        // What the peer builds per segment direction and epoch before it answers any flow.
+        let mut acc = EpochAccumulator::new(&config, 1, 0).expect("valid config");
+        let _ = acc.push_window(0, &s);
+        let epoch = acc.flush().expect("one epoch");
+        g.bench_function(format!("segment_build_{packets}"), |bch| {
+            bch.iter(|| Segment::new(vec![&epoch], vec![black_box(&epoch)]).map(|s| s.config().counters))
         });
     }
     g.finish();
