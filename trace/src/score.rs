@@ -14,9 +14,11 @@
 //!   (same basis); flows whose pooled truth has fewer than `min_flow_packets` packets, or no
 //!   truth at all, are counted as unmatched. Summaries: median, 90th percentile and max, overall
 //!   and per flow-size bin (delivered packets 1–9, 10–99, 100–999, ≥ 1000).
-//! - **Fridge records**: the true quantile Q(q) is the lower empirical quantile of the truth's
-//!   samples whose response epoch is in range (the ⌈q·n⌉-th smallest, the smallest for q = 0);
-//!   error = |log2(max(x, 1) / max(Q, 1))| (fridge spec §6.1).
+//! - **Fridge records**: the true quantile Q(q) of the truth's samples whose response epoch is
+//!   in range is the fridge spec's (§5): the distinct delays with their cumulated unit weights
+//!   as a piecewise-linear CDF, inverted by linear interpolation (`np.interp(q, F, t)`; the
+//!   smallest delay below the first knot), the procedure the estimate uses with its weights;
+//!   error = |log2(max(x, 1) / max(Q, 1))| (§6.1).
 //! - Percentiles of error lists use nearest rank (⌈p·n⌉-th smallest).
 
 use crate::record::{FlowRecord, FridgeRecord, Record, SegmentRecord};
@@ -27,6 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 use wirelat_dataplane::packet::ExchangeKind;
 use wirelat_dataplane::synopsis::SynopsisKind;
 use wirelat_dataplane::synopsis::estimate::Estimate;
+use wirelat_dataplane::synopsis::fridge::distribution::{Quantiles, WeightedSamples};
 
 mod report;
 
@@ -116,6 +119,12 @@ pub fn nearest_rank(sorted: &[f64], p: f64) -> Option<f64> {
     let n = sorted.len();
     let k = ((p * n as f64).ceil() as usize).clamp(1, n);
     sorted.get(k - 1).copied()
+}
+
+/// The fridge spec's true quantile (§5) of `samples`: [`WeightedSamples::unit`]'s CDF inverted
+/// by linear interpolation (`None` if empty).
+pub fn fridge_truth_quantile(samples: &[f64], q: f64) -> Option<f64> {
+    WeightedSamples::unit(samples.iter().copied()).map(|w| w.quantile(q))
 }
 
 impl Summary {
@@ -313,7 +322,7 @@ fn score_fridge(truth: &Truth, recs: &[&FridgeRecord]) -> Vec<FridgeScore> {
             .quantiles
             .iter()
             .filter_map(|qp| {
-                let t = nearest_rank(&samples, qp.q)?;
+                let t = fridge_truth_quantile(&samples, qp.q)?;
                 Some(QuantileScore {
                     q: qp.q,
                     estimate_ns: qp.delay_ns,
@@ -488,7 +497,7 @@ pub fn truth_as_records(
             epoch_last: truth.last_ts_ns / e,
             quantiles: qs
                 .into_iter()
-                .filter_map(|q| Some(QuantilePoint { q, delay_ns: nearest_rank(&d, q)? }))
+                .filter_map(|q| Some(QuantilePoint { q, delay_ns: fridge_truth_quantile(&d, q)? }))
                 .collect(),
         }));
     }
