@@ -213,9 +213,18 @@ fn a_swapped_cell_is_caught_by_the_floor() {
     assert_eq!(rep.diagnostics.mismatched_flow_cells, Some(0), "the counts agree in every cell");
     assert_eq!(rep.diagnostics.swapped_flow_cells, Some(1));
     assert_eq!(rep.usable_flow_cells, Some(19));
-    let mean = rep.mean_counts_ns.unwrap();
+    let mean = rep.mean_counts_ns.clone().unwrap();
     assert!((mean.value - 700.0).abs() < 1e-6, "{mean:?}");
-    assert!(rep.reliable, "{:?}", rep.unreliable_reason);
+    // The segment has too few single-packet cells to derive the floor: 0 is assumed, and a
+    // receiver's clock behind the sender's would put latencies below it too, so the flow is
+    // not reliable. Stated by the operator (`latency_floor_ns = 0`), the floor is trusted.
+    assert!(!rep.diagnostics.latency_floor.derived);
+    let reason = rep.unreliable_reason.clone().unwrap_or_default();
+    assert!(!rep.reliable && reason.contains("assumed latency floor"), "{reason}");
+    let stated =
+        Segment::with_floor(vec![&es], vec![&er], 0).unwrap().query(5, 400, &QueryOptions::default());
+    assert_eq!(stated.mean_counts_ns, rep.mean_counts_ns);
+    assert!(stated.reliable, "{:?}", stated.unreliable_reason);
     assert!(rep.paper_mean_suspect.is_some());
     // The paper's mean takes the swapped cell whole: far below zero.
     assert!(rep.mean_ns.unwrap().value < -10_000.0);
@@ -228,6 +237,33 @@ fn a_swapped_cell_is_caught_by_the_floor() {
     );
     assert_eq!(loose.diagnostics.swapped_flow_cells, Some(0));
     assert!(loose.mean_counts_ns.unwrap().value < -100_000.0);
+}
+
+#[test]
+fn a_flow_below_an_assumed_floor_is_not_reliable() {
+    // A sparse segment (three packets, so no floor can be derived) whose receiver's clock runs
+    // 150 µs behind: the flow's latencies −140, −140 and 1 360 µs (truth 360) read as two cells
+    // below the assumed floor of 0. Leaving them out gave 1 360 µs with an interval of a few
+    // µs, marked reliable (ndpi_anyconnect-vpn, 20-ms epochs: 4 106 standard errors off).
+    let c = cfg(1_009, 20, true);
+    let pkts: Vec<Pkt> = [(1, 1_000_000u64, -140i64), (2, 5_000_000, -140), (3, 9_000_000, 1_360)]
+        .iter()
+        .map(|&(id, ts, d)| (5, id, ts, ts.wrapping_add_signed(d * 1_000)))
+        .collect();
+    let (s, r) = epochs(&c, &pkts);
+    let rep = Segment::new(vec![&s], vec![&r]).unwrap().query(5, 3, &QueryOptions::default());
+    // (The two −140-µs packets may share a cell.)
+    assert!(matches!(rep.diagnostics.swapped_flow_cells, Some(1 | 2)), "{:?}", rep.diagnostics);
+    assert!(!rep.reliable, "{:?}", rep.mean_counts_ns);
+    let reason = rep.unreliable_reason.unwrap_or_default();
+    assert!(reason.contains("single-packet cells are too few"), "{reason}");
+    // Eq 3 takes every cell: 360 µs.
+    assert!((rep.mean_ns.unwrap().value - 360_000.0).abs() < 1_000.0);
+    // The offset stated as the floor (`latency_floor_ns = -150000`): every cell is clean.
+    let stated =
+        Segment::with_floor(vec![&s], vec![&r], -150_000).unwrap().query(5, 3, &QueryOptions::default());
+    assert_eq!(stated.diagnostics.swapped_flow_cells, Some(0));
+    assert!((stated.mean_counts_ns.unwrap().value - 360_000.0).abs() < 1e-6);
 }
 
 #[test]
