@@ -233,7 +233,7 @@ impl Worker {
                 self.pipeline.stage(&mut self.staged, black_box(frame), self.ts_ns, 0, &mut prefetch);
                 self.ts_ns += GAP_NS;
             }
-            self.pipeline.apply(0, &self.staged, &mut || false);
+            self.pipeline.apply(0, &self.staged, &mut |_| false);
         }
     }
 

@@ -403,6 +403,47 @@ fn a_worker_waiting_for_epoch_buffers_is_not_idle() {
     assert!(stdout.contains("overrun_epochs 0 "), "{}", describe(&output));
 }
 
+/// Two workers, one done within a few epochs and polling empty queues, the other on a sparse
+/// flow whose bursts each span dozens of epochs, waiting for epoch buffers: the run goes on
+/// until the busy one has read everything. Before: the idle worker followed the trace time only
+/// as far as the busy one's last finished burst, so it never closed the epochs the busy one
+/// waited on; the run stopped by `idle_ms` with 32 of the sparse flow's 100 frames read (or,
+/// counting idle time only while every worker is idle, at the `after_ms` deadline).
+#[test]
+fn one_idle_worker_does_not_stop_a_busy_one() {
+    let dir = scratch();
+    let d = dir.path();
+    let server = [203, 0, 113, 1];
+    let on = |q: usize| {
+        (1u8..=250)
+            .map(|h| [198, 51, 100, h])
+            .find(|&c| steer::worker_of(&udp_frame_between(64, c, server), 2) == q)
+            .expect("a client address for each worker")
+    };
+    let (dense, sparse) = (on(0), on(1));
+    let t0 = 1_700_000_000_000_000_000u64;
+    let mut fwd: Vec<(u64, Vec<u8>)> =
+        (0..64u64).map(|i| (t0 + i * 500_000, udp_frame_between(64, dense, server))).collect();
+    fwd.extend((0..100u64).map(|i| (t0 + i * 10_000_000, udp_frame_between(64, sparse, server))));
+    fwd.sort_by_key(|(t, _)| *t);
+    // Replies to the dense flow only (steering is not symmetric: they may land on either worker).
+    let rev: Vec<(u64, Vec<u8>)> =
+        (0..64u64).map(|i| (t0 + 100_000 + i * 500_000, udp_frame_between(64, server, dense))).collect();
+    let pcaps = [d.join("a_port0.pcap"), d.join("a_port1.pcap")];
+    write_timed(&pcaps[0], &fwd);
+    write_timed(&pcaps[1], &rev);
+    let (_, output) = appliance(
+        d,
+        &pcaps,
+        2,
+        "[epochs]\nlength_ms = 10\nring = 2\noverrun = \"wait\"\n[debug]\nharvest_delay_ms = 60\n",
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for (port, n) in [(0, fwd.len()), (1, rev.len())] {
+        assert!(stdout.contains(&format!("port {port}: rx {n} ")), "{}", describe(&output));
+    }
+}
+
 /// Monitor mode (rx-only mirror ports, one direction each) measures exactly what inline mode
 /// measures on the same frames, and transmits nothing.
 #[test]

@@ -180,7 +180,17 @@ impl<'a> MeasuringHook<'a> {
             self.pipeline.stage(&mut self.staged, frame, ts, port, &mut dpdk::prefetch);
         }
         let abort = self.abort;
-        self.pipeline.apply(port, &self.staged, &mut || {
+        let trace = match &self.clock {
+            PacketClock::Trace { time, worker, .. } => Some((*time, *worker)),
+            _ => None,
+        };
+        self.pipeline.apply(port, &self.staged, &mut |ts| {
+            // Idle workers follow the latest trace time. A worker waiting for a buffer tells them
+            // how far it has got, or they would never close the epochs it waits on: with another
+            // worker's queue exhausted, the replay stalled until `[stop]` ended it.
+            if let Some((time, w)) = trace {
+                time.publish(w, ts);
+            }
             std::hint::spin_loop();
             !abort.load(Ordering::Relaxed)
         });

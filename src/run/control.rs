@@ -76,7 +76,7 @@ impl Control<'_, '_> {
         let mut next_calibration = started + CALIBRATION_INTERVAL;
         let mut next_metrics = started;
         let mut last_rx = 0u64;
-        let mut last_empty_polls = 0u64;
+        let mut last_empty_polls = vec![0u64; self.counters.len()];
         let mut idle = Duration::ZERO;
         let mut last_tick = started;
 
@@ -108,17 +108,22 @@ impl Control<'_, '_> {
                 .flat_map(|c| &c.paths)
                 .map(|p| p.rx_packets.load(Ordering::Relaxed))
                 .sum();
-            let empty_polls: u64 = self.counters.iter().map(|c| c.empty_polls.load(Ordering::Relaxed)).sum();
-            // Idle time counts only while the workers found their queues empty: a starved worker
+            // Idle time counts only while every worker found its queues empty: a starved worker
             // on a busy machine, or one still working through frames it holds (a replayed burst
-            // spanning many epochs, waiting for buffers), is not an exhausted trace.
+            // spanning many epochs, waiting for buffers), is not an exhausted trace, even when
+            // another worker's queues ran dry long before.
+            let mut all_empty = true;
+            for (c, last) in self.counters.iter().zip(last_empty_polls.iter_mut()) {
+                let now = c.empty_polls.load(Ordering::Relaxed);
+                all_empty &= now != *last;
+                *last = now;
+            }
             if rx != last_rx {
                 idle = Duration::ZERO;
-            } else if empty_polls != last_empty_polls {
+            } else if all_empty {
                 idle += tick;
             }
             last_rx = rx;
-            last_empty_polls = empty_polls;
 
             if !idle_limit.is_zero() && idle >= idle_limit {
                 break StopReason::Idle;

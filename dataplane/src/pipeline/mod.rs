@@ -175,7 +175,7 @@ impl Pipeline {
         if let Inspection::Measured(m) = packet::inspect(frame, &self.packet, &mut self.packets)
             && let Some(dir) = self.split_direction(&m)
         {
-            self.apply_one(Direction::of_port(port), &Staged::new(m, ts_ns, dir), wait);
+            self.apply_one(Direction::of_port(port), &Staged::new(m, ts_ns, dir), &mut |_| wait());
         }
     }
 
@@ -221,9 +221,11 @@ impl Pipeline {
         self.untimed += 1;
     }
 
-    /// Applies the staged packets of a burst received on `port`, in order.
+    /// Applies the staged packets of a burst received on `port`, in order. With policy `wait`,
+    /// a packet whose epoch has no free buffer calls `wait` with its time until one is free or
+    /// `wait` returns false (the packet's epoch is then counted as overrun).
     #[inline]
-    pub fn apply(&mut self, port: usize, staged: &StagedBurst, wait: &mut impl FnMut() -> bool) {
+    pub fn apply(&mut self, port: usize, staged: &StagedBurst, wait: &mut impl FnMut(u64) -> bool) {
         let d = Direction::of_port(port);
         for s in staged.staged() {
             self.apply_one(d, s, wait);
@@ -231,7 +233,7 @@ impl Pipeline {
     }
 
     #[inline(always)]
-    fn apply_one(&mut self, port_dir: Direction, s: &Staged, wait: &mut impl FnMut() -> bool) {
+    fn apply_one(&mut self, port_dir: Direction, s: &Staged, wait: &mut impl FnMut(u64) -> bool) {
         let d = s.dir.unwrap_or(port_dir);
         if self.policy == OverrunPolicy::Wait && self.writer.would_overrun(s.ts_ns) {
             self.wait_for_buffer(s.ts_ns, wait);
@@ -242,10 +244,10 @@ impl Pipeline {
 
     #[cold]
     #[inline(never)]
-    fn wait_for_buffer(&mut self, ts_ns: u64, wait: &mut impl FnMut() -> bool) {
+    fn wait_for_buffer(&mut self, ts_ns: u64, wait: &mut impl FnMut(u64) -> bool) {
         self.waits += 1;
         while self.writer.would_overrun(ts_ns) {
-            if !wait() {
+            if !wait(ts_ns) {
                 return;
             }
         }

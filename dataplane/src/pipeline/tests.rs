@@ -302,7 +302,7 @@ fn staged_bursts_equal_packet_by_packet_processing() {
             });
             i += 1;
         }
-        p.apply(port, &staged, &mut || panic!("64 buffers are enough"));
+        p.apply(port, &staged, &mut |_| panic!("64 buffers are enough"));
     }
     p.finish();
     assert!(hints > 0);
