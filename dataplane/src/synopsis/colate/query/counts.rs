@@ -163,7 +163,7 @@ pub(super) struct CountsView {
     /// Its standard error (ticks; NaN when unknown).
     pub(super) se: f64,
     /// The flow's packets counted in J (Σ_J c_j − |J|·K̄).
-    own: f64,
+    pub(super) own: f64,
     /// Whether J is a sample of the flow's cells (|J| < m), so the sampling part enters.
     pub(super) sampled: bool,
 }

@@ -267,6 +267,32 @@ fn a_flow_below_an_assumed_floor_is_not_reliable() {
 }
 
 #[test]
+fn a_sparse_flow_whose_usable_cells_miss_most_of_its_packets_is_not_reliable() {
+    // Four packets, three of them copies of one identity (a retransmission: one cell, over the
+    // cap of p_f/m + 5·√(p_f/m) + k_cut) at 2 ms, one at 100 µs. The count mean rests on the
+    // lone one: 100 µs against a truth of 1 525 µs, with a standard error of a fraction of a
+    // tick (no other flow's spread to floor it), and was marked reliable.
+    let c = cfg(1_009, 20, true);
+    let map = super::cells::CellMap::new(&c);
+    let other = (2..100u64).find(|&id| map.packet_cell(5, id, 0) != map.packet_cell(5, 1, 0)).unwrap();
+    let pkts: Vec<Pkt> = [
+        (1, 1_000_000u64, 2_000_000u64),
+        (1, 2_000_000, 2_000_000),
+        (1, 3_000_000, 2_000_000),
+        (other, 4_000_000, 100_000),
+    ]
+    .iter()
+    .map(|&(id, ts, d)| (5, id, ts, ts + d))
+    .collect();
+    let (s, r) = epochs(&c, &pkts);
+    let rep = Segment::new(vec![&s], vec![&r]).unwrap().query(5, 4, &QueryOptions::default());
+    let mean = rep.mean_counts_ns.clone().unwrap();
+    assert!((mean.value - 100_000.0).abs() < 1.0, "{mean:?}");
+    let reason = rep.unreliable_reason.unwrap_or_default();
+    assert!(!rep.reliable && reason.contains("fewer than half"), "{reason}");
+}
+
+#[test]
 fn the_count_mean_is_never_below_the_floor_and_says_so() {
     // A 10-packet flow with zero latency sharing a sparse vector with a slow flow: the foreign
     // correction (|J|·Δ̄ subtracted) pushes its estimate below 0; it is reported at the floor,
