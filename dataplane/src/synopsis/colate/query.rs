@@ -62,7 +62,8 @@ pub struct Segment<'a> {
     /// The floor was to be derived but too few single-packet cells allowed it: it is 0, which
     /// assumes the clocks agree. A flow with cells below it is then not reliable.
     floor_assumed: bool,
-    /// Single-packet cells (counts 1 at both points) the segment has.
+    /// Single-packet cells (counts 1 at both points) the segment has, whatever the floor's mode:
+    /// fewer than [`FLOOR_MIN_CELLS`] make it sparse.
     single_cells: usize,
 }
 
@@ -157,11 +158,13 @@ impl<'a> Segment<'a> {
                 if ks == kr {
                     clean_counts.push(ks);
                 }
-                if ks == 1 && kr == 1 && floor == LatencyFloor::Derived {
-                    single.push(d);
+                if ks == 1 && kr == 1 {
+                    single_cells += 1;
+                    if floor == LatencyFloor::Derived {
+                        single.push(d);
+                    }
                 }
             }
-            single_cells = single.len();
             if let Some(f) = derived_floor_ticks(&mut single) {
                 floor_ticks = f;
                 floor_cells = single.len();
