@@ -17,7 +17,7 @@
 //! - **Fridge records**: the true quantile Q(q) of the truth's samples whose response epoch is
 //!   in range is the fridge spec's (§5): the distinct delays with their cumulated unit weights
 //!   as a piecewise-linear CDF, inverted by linear interpolation (`np.interp(q, F, t)`; the
-//!   smallest delay below the first knot), the procedure the estimate uses with its weights;
+//!   smallest delay below the first knot), the procedure the estimate uses with its weights ([`fridge_truth`]);
 //!   error = |log2(max(x, 1) / max(Q, 1))| (§6.1).
 //! - Percentiles of error lists use nearest rank (⌈p·n⌉-th smallest).
 
@@ -121,10 +121,10 @@ pub fn nearest_rank(sorted: &[f64], p: f64) -> Option<f64> {
     sorted.get(k - 1).copied()
 }
 
-/// The fridge spec's true quantile (§5) of `samples`: [`WeightedSamples::unit`]'s CDF inverted
-/// by linear interpolation (`None` if empty).
-pub fn fridge_truth_quantile(samples: &[f64], q: f64) -> Option<f64> {
-    WeightedSamples::unit(samples.iter().copied()).map(|w| w.quantile(q))
+/// The fridge spec's true distribution (§5) of `samples`: unit weights, whose CDF
+/// [`Quantiles::quantile`] inverts by linear interpolation (`None` if empty).
+pub fn fridge_truth(samples: &[f64]) -> Option<WeightedSamples> {
+    WeightedSamples::unit(samples.iter().copied())
 }
 
 impl Summary {
@@ -305,7 +305,7 @@ fn score_fridge(truth: &Truth, recs: &[&FridgeRecord]) -> Vec<FridgeScore> {
     let e = truth.epoch_len_ns.max(1);
     let mut out = Vec::new();
     for r in recs {
-        let mut samples: Vec<f64> = truth
+        let samples: Vec<f64> = truth
             .fridge
             .iter()
             .filter(|f| f.point == r.point && f.kind == r.kind)
@@ -317,12 +317,12 @@ fn score_fridge(truth: &Truth, recs: &[&FridgeRecord]) -> Vec<FridgeScore> {
                     .map(|(_, d)| *d as f64)
             })
             .collect();
-        samples.sort_by(f64::total_cmp);
+        let dist = fridge_truth(&samples);
         let quantiles: Vec<QuantileScore> = r
             .quantiles
             .iter()
             .filter_map(|qp| {
-                let t = fridge_truth_quantile(&samples, qp.q)?;
+                let t = dist.as_ref()?.quantile(qp.q);
                 Some(QuantileScore {
                     q: qp.q,
                     estimate_ns: qp.delay_ns,
@@ -484,21 +484,15 @@ pub fn truth_as_records(
     }
     let e = truth.epoch_len_ns.max(1);
     for f in &truth.fridge {
-        let mut d: Vec<f64> = f.delay_ns.iter().map(|x| *x as f64).collect();
-        if d.is_empty() {
-            continue;
-        }
-        d.sort_by(f64::total_cmp);
+        let d: Vec<f64> = f.delay_ns.iter().map(|x| *x as f64).collect();
+        let Some(dist) = fridge_truth(&d) else { continue };
         let qs: Vec<f64> = (1..=19).map(|i| f64::from(i) * 0.05).chain([0.99]).collect();
         out.push(Record::FridgeQuantiles(FridgeRecord {
             point: f.point,
             kind: f.kind,
             epoch_first: truth.first_ts_ns / e,
             epoch_last: truth.last_ts_ns / e,
-            quantiles: qs
-                .into_iter()
-                .filter_map(|q| Some(QuantilePoint { q, delay_ns: fridge_truth_quantile(&d, q)? }))
-                .collect(),
+            quantiles: qs.into_iter().map(|q| QuantilePoint { q, delay_ns: dist.quantile(q) }).collect(),
         }));
     }
     out

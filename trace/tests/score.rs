@@ -164,15 +164,17 @@ fn truth_file_round_trips_and_version_is_checked() {
 /// estimate (133.787 ms, 0.4 of the way from 38.583 to 276.593) at 1.05 log2 units.
 #[test]
 fn fridge_truth_quantiles_interpolate_as_the_spec_says() {
+    use wirelat_dataplane::synopsis::fridge::distribution::Quantiles;
     let ms = [33.994, 34.356, 34.620, 36.074, 38.583, 276.593];
-    let q = |p: f64| score::fridge_truth_quantile(&ms, p).unwrap();
+    let dist = score::fridge_truth(&ms).unwrap();
+    let q = |p: f64| dist.quantile(p);
     assert!((q(0.9) - (38.583 + 0.4 * (276.593 - 38.583))).abs() < 1e-9, "{}", q(0.9));
     assert_eq!(q(0.5), 34.620);
     assert_eq!(q(0.1), 33.994);
     assert_eq!(q(1.0), 276.593);
     // Repeated delays form one knot: F jumps from 0.25 to 0.75 at 2.
-    let rep = [1.0, 2.0, 2.0, 3.0];
-    assert_eq!(score::fridge_truth_quantile(&rep, 0.5), Some(1.5));
-    assert_eq!(score::fridge_truth_quantile(&rep, 0.75), Some(2.0));
-    assert_eq!(score::fridge_truth_quantile(&[], 0.5), None);
+    let rep = score::fridge_truth(&[1.0, 2.0, 2.0, 3.0]).unwrap();
+    assert_eq!(rep.quantile(0.5), 1.5);
+    assert_eq!(rep.quantile(0.75), 2.0);
+    assert!(score::fridge_truth(&[]).is_none());
 }
