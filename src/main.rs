@@ -59,6 +59,15 @@ enum Command {
         /// Emulated workers, 1..=127 (default: the configuration's worker count).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=127))]
         workers: Option<u8>,
+        /// Give every emulated worker its own copy of the whole trace (its IP addresses offset
+        /// per worker, so flows and packet ids are its own) instead of a share of it: N workers
+        /// at the trace's full rate each, for the control thread's cost (scripts/control-cost.sh).
+        #[arg(long)]
+        replicas: bool,
+        /// Replay the trace this many times, each pass shifted by whole epochs past the last
+        /// (a long run's steady state from a short trace, for benchmarks).
+        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        loops: u64,
     },
     /// Run the peer that pairs the points' epochs and estimates (see configs/collector.toml).
     Collect {
@@ -163,12 +172,14 @@ fn execute(command: Command) -> Result<(), Failure> {
             loaded.check_machine(&config, Purpose::Run).map_err(|e| Failure::Usage(e.to_string()))?;
             run_appliance(&loaded, &config)
         }
-        Command::Offline { config, port0, port1, workers } => {
+        Command::Offline { config, port0, port1, workers, replicas, loops } => {
             let loaded =
                 Config::load_for(&config, Purpose::Offline).map_err(|e| Failure::Usage(e.to_string()))?;
             loaded.check_machine(&config, Purpose::Offline).map_err(|e| Failure::Usage(e.to_string()))?;
             let workers = workers.map_or_else(|| usize::from(loaded.queues()), usize::from);
-            offline::run(&loaded, &port0, port1.as_deref(), workers).map_err(classify)?;
+            let load = if replicas { offline::Load::Replicas } else { offline::Load::Split };
+            let opts = offline::Options { workers, load, loops };
+            offline::run(&loaded, &port0, port1.as_deref(), &opts).map_err(classify)?;
             Ok(())
         }
         Command::Collect { config } => {

@@ -4,7 +4,12 @@
 use super::*;
 
 fn offline(dir: &Path, pcaps: &[PathBuf; 2], workers: usize) -> PathBuf {
-    let out = dir.join(format!("w{workers}"));
+    offline_with(dir, &format!("w{workers}"), pcaps, &["--workers", &workers.to_string()])
+}
+
+/// `wirelat offline` into `dir/name` with `args` (the worker count and the benchmark options).
+fn offline_with(dir: &Path, name: &str, pcaps: &[PathBuf; 2], args: &[&str]) -> PathBuf {
+    let out = dir.join(name);
     std::fs::create_dir_all(&out).expect("mkdir");
     let config = out.join("c.toml");
     let text = format!(
@@ -13,7 +18,7 @@ fn offline(dir: &Path, pcaps: &[PathBuf; 2], workers: usize) -> PathBuf {
         out.join("dump").display()
     );
     std::fs::write(&config, text).expect("config");
-    run_offline(&config, pcaps, &["--workers", &workers.to_string()]);
+    run_offline(&config, pcaps, args);
     out
 }
 
@@ -129,6 +134,97 @@ fn offline_measures_every_packet_into_epochs_and_merges_workers_exactly() {
         .map(|(_, b)| Lda::decode(&cfg, b).expect("decode").total_packets())
         .sum();
     assert_eq!(total, ip[0] + ip[1]);
+}
+
+/// Per (kind, segment, epoch): LDA's measured packets, RDA's counters, or the fridge's bins.
+type Counts = BTreeMap<(String, u64, u64), serde_json::Value>;
+
+fn counts(lines: &[serde_json::Value]) -> Counts {
+    let bins = fridge_bins(lines);
+    lines
+        .iter()
+        .map(|l| {
+            let (kind, seg, epoch) =
+                (l["kind"].as_str().expect("kind"), l["segment"].as_u64(), l["epoch"].as_u64());
+            let (seg, epoch) = (seg.expect("segment"), epoch.expect("epoch"));
+            let value = match kind {
+                "lda" => l["summary"]["measured"].clone(),
+                "rda" => l["summary"]["counters"].clone(),
+                _ => {
+                    let kinds = bins.range((epoch, String::new())..(epoch + 1, String::new()));
+                    serde_json::json!(kinds.map(|((_, kind), bins)| (kind, bins)).collect::<Vec<_>>())
+                }
+            };
+            ((kind.to_owned(), seg, epoch), value)
+        })
+        .collect()
+}
+
+/// The benchmark options of `scripts/control-cost.sh`. `--replicas`: each of three workers
+/// measures the whole trace as flows and packet ids of its own (no RDA duplicates across
+/// workers; three times every count, the fridge's samples too, so replies still meet their
+/// requests). `--loops 2`: the trace again in later epochs, shifted by whole epochs, measuring
+/// exactly what the first pass did.
+#[test]
+fn replicas_give_every_worker_the_whole_trace_and_loops_replay_it_in_later_epochs() {
+    let dir = scratch();
+    let d = dir.path();
+    let pcaps = trace(d);
+    let one = counts(&lines(&offline(d, &pcaps, 1)));
+    let replicas = counts(&lines(&offline_with(d, "r3", &pcaps, &["--workers", "3", "--replicas"])));
+    assert_eq!(replicas.keys().collect::<Vec<_>>(), one.keys().collect::<Vec<_>>());
+    let times3 = |v: &serde_json::Value| -> serde_json::Value {
+        match v {
+            serde_json::Value::Number(n) => serde_json::json!(n.as_u64().expect("count") * 3),
+            serde_json::Value::Object(o) => o.iter().map(|(k, v)| (k.clone(), times3_leaf(k, v))).collect(),
+            other => other.clone(),
+        }
+    };
+    let mut rda_cached = 0;
+    for (key, v) in &one {
+        let r = &replicas[key];
+        match key.0.as_str() {
+            "lda" => assert_eq!(*r, times3(v), "{key:?}"),
+            "rda" => {
+                assert_eq!(*r, times3(v), "{key:?}: three times the ids, none of them repeated");
+                assert_eq!(r["duplicates"], 0, "{key:?}");
+                rda_cached += v["cached"].as_u64().expect("cached");
+            }
+            _ => {
+                let bins = |v: &serde_json::Value| -> Vec<u64> {
+                    v.as_array()
+                        .expect("kinds")
+                        .iter()
+                        .flat_map(|k| {
+                            k[1].as_array().expect("bins").iter().map(|b| b[2].as_u64().expect("samples"))
+                        })
+                        .collect()
+                };
+                let want: Vec<u64> = bins(v).iter().map(|n| n * 3).collect();
+                assert_eq!(bins(r), want, "{key:?}: every copy's replies meet its requests");
+            }
+        }
+    }
+    assert!(rda_cached > 1000, "{rda_cached}");
+    let looped = counts(&lines(&offline_with(d, "l2", &pcaps, &["--workers", "1", "--loops", "2"])));
+    assert_eq!(looped.len(), 2 * one.len());
+    let epochs: BTreeSet<u64> = one.keys().map(|k| k.2).collect();
+    let (first, last) = (epochs.first().copied().expect("epochs"), epochs.last().copied().expect("epochs"));
+    let period = last + 1 - first;
+    for (key, v) in &one {
+        assert_eq!(looped.get(key), Some(v), "{key:?}: the first pass");
+        let (kind, seg, epoch) = key.clone();
+        assert_eq!(
+            looped.get(&(kind, seg, epoch + period)),
+            Some(v),
+            "{key:?}: the second pass, {period} epochs on"
+        );
+    }
+}
+
+/// Triples a count of RDA's counters.
+fn times3_leaf(_name: &str, v: &serde_json::Value) -> serde_json::Value {
+    v.as_u64().map_or_else(|| v.clone(), |n| serde_json::json!(n * 3))
 }
 
 #[test]

@@ -12,6 +12,14 @@
 //! so a replay through the appliance measures the same values; with any other clock the pcap's
 //! own resolution is kept. Each pcap must be in capture order (as written by a capture tool or
 //! the trace generator): ports are merged, not sorted (equal timestamps: port 0 first).
+//!
+//! Two options serve benchmarks of the control thread ([`Options`]): with [`Load::Replicas`]
+//! every worker gets its own copy of the whole trace instead of a share of it ([`replica`]), N
+//! workers at the trace's full rate each; `loops` replays the trace that many times, each pass
+//! shifted by whole epochs past the last, so a short trace measures a long run's steady state
+//! rather than its first epochs (whose buffers are still growing and faulting in).
+
+mod replica;
 
 use std::fs::File;
 use std::io::BufReader;
@@ -33,6 +41,48 @@ use crate::measure;
 /// Harvest this often (in packets) besides whenever a worker waits for a buffer.
 const HARVEST_EVERY: u64 = 4096;
 
+/// How an offline run drives its emulated workers.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Emulated workers, 1..=127.
+    pub workers: usize,
+    /// How the packets reach them.
+    pub load: Load,
+    /// Passes over the trace (at least 1); pass k's timestamps are shifted by k times the
+    /// trace's span rounded up to whole epochs, so every pass starts at the same point of an
+    /// epoch and no two passes share an epoch.
+    pub loops: u64,
+}
+
+/// The earliest and latest timestamp of the first pass.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    first_ns: u64,
+    last_ns: u64,
+}
+
+impl Span {
+    /// How far each pass is shifted past the previous one: the epochs from the one holding the
+    /// first timestamp to the one holding the last, in ns.
+    fn period_ns(span: Option<Span>, epoch_ns: u64) -> u64 {
+        let Some(s) = span else { return 0 };
+        let e = epoch_ns.max(1);
+        (s.last_ns / e + 1).saturating_sub(s.first_ns / e).saturating_mul(e)
+    }
+}
+
+/// How the trace's packets reach the emulated workers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Load {
+    /// Each packet goes to one worker, by the steering rule (the NIC's symmetric RSS): N
+    /// workers share the trace's rate.
+    #[default]
+    Split,
+    /// Every worker gets its own copy of every packet, its addresses offset per worker
+    /// ([`replica`]): N workers carry N times the trace's rate.
+    Replicas,
+}
+
 /// What an offline run did.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OfflineSummary {
@@ -48,6 +98,9 @@ pub struct OfflineSummary {
     /// files RDA's logs) and publishing (encoding, sinks). What `wirelat run`'s control thread
     /// does per epoch, here timed in this one thread.
     pub control: ControlTime,
+    /// [`Load::Replicas`]: copies for workers other than the first that kept the original's
+    /// addresses (no IP header found), so their ids repeat across workers.
+    pub replicas_unchanged: u64,
 }
 
 /// Wall-clock time of the control thread's work during an offline run.
@@ -106,10 +159,14 @@ pub fn run(
     config: &Config,
     port0: &Path,
     port1: Option<&Path>,
-    workers: usize,
+    opts: &Options,
 ) -> anyhow::Result<OfflineSummary> {
+    let Options { workers, load, loops } = *opts;
     if workers == 0 || workers > 127 {
         return Err(BadInput(format!("--workers {workers} is outside 1..=127")).into());
+    }
+    if loops == 0 {
+        return Err(BadInput("--loops 0: at least one pass over the trace".into()).into());
     }
     measure::log_measurement(config, "offline");
     // `kernel` times reach `run` in whole µs as `trace` times do: truncate alike.
@@ -118,6 +175,8 @@ pub fn run(
         clock = config.clock.source.name(),
         microsecond_truncation = trace_clock,
         workers,
+        replicas = load == Load::Replicas,
+        loops,
         "offline clock: pcap record time"
     );
     measure::check_memory(config, workers)?;
@@ -164,19 +223,35 @@ pub fn run(
             }
         };
 
-    let mut streams = [Some(PcapStream::open(port0)?), port1.map(PcapStream::open).transpose()?];
-    let mut heads: [Option<(u64, Vec<u8>)>; 2] = [None, None];
-    for (head, stream) in heads.iter_mut().zip(streams.iter_mut()) {
-        if let Some(s) = stream {
-            *head = s.next()?;
+    let open = || -> anyhow::Result<_> {
+        let mut streams = [Some(PcapStream::open(port0)?), port1.map(PcapStream::open).transpose()?];
+        let mut heads: [Option<(u64, Vec<u8>)>; 2] = [None, None];
+        for (head, stream) in heads.iter_mut().zip(streams.iter_mut()) {
+            if let Some(s) = stream {
+                *head = s.next()?;
+            }
         }
-    }
+        Ok((streams, heads))
+    };
+    let (mut streams, mut heads) = open()?;
     let mut summary = OfflineSummary::default();
     let mut failure: Option<anyhow::Error> = None;
     let mut packets: u64 = 0;
+    let (mut pass, mut span, mut shift_ns) = (0u64, None::<Span>, 0u64);
     loop {
         let port = match (&heads[0], &heads[1]) {
-            (None, None) => break,
+            (None, None) => {
+                pass += 1;
+                if pass >= loops {
+                    break;
+                }
+                shift_ns = pass.saturating_mul(Span::period_ns(span, config.epochs.length_ns()));
+                (streams, heads) = open()?;
+                if heads.iter().all(Option::is_none) {
+                    break;
+                }
+                continue;
+            }
             (Some(_), None) => 0,
             (None, Some(_)) => 1,
             (Some((t0, _)), Some((t1, _))) => usize::from(t0 > t1),
@@ -187,13 +262,32 @@ pub fn run(
             None => None,
         };
         summary.frames[port] += 1;
+        if pass == 0 {
+            span = Some(span.map_or(Span { first_ns: ts_ns, last_ns: ts_ns }, |s| Span {
+                first_ns: s.first_ns.min(ts_ns),
+                last_ns: s.last_ns.max(ts_ns),
+            }));
+        }
+        let ts_ns = ts_ns.saturating_add(shift_ns);
         let ts_ns = if trace_clock { ts_ns / 1000 * 1000 } else { ts_ns };
-        let w = steer::worker_of(&frame, workers);
-        let Some(pipeline) = pipelines.get_mut(w) else { continue };
-        pipeline.process(port, &frame, ts_ns, &mut || {
+        let mut wait = || {
             harvest(&mut harvester, &mut publisher, &mut failure, &mut summary.control);
             failure.is_none()
-        });
+        };
+        match load {
+            Load::Split => {
+                let w = steer::worker_of(&frame, workers);
+                let Some(pipeline) = pipelines.get_mut(w) else { continue };
+                pipeline.process(port, &frame, ts_ns, &mut wait);
+            }
+            Load::Replicas => {
+                for (w, pipeline) in pipelines.iter_mut().enumerate() {
+                    let (copy, offset) = replica::copy_for(&frame, w);
+                    summary.replicas_unchanged += u64::from(!offset);
+                    pipeline.process(port, &copy, ts_ns, &mut wait);
+                }
+            }
+        }
         packets += 1;
         if packets.is_multiple_of(HARVEST_EVERY) {
             // Idle workers follow the trace time, so epochs are emitted as the trace goes.
@@ -251,6 +345,13 @@ pub fn run(
         workers,
         "control thread work (wall clock, per measured packet)"
     );
+    if summary.replicas_unchanged > 0 {
+        warn!(
+            copies = summary.replicas_unchanged,
+            "--replicas: frames without a plain IP header (ARP; tunnels the copies do not open) went to every \
+             worker unchanged; those the packet layer measures repeat their ids across workers"
+        );
+    }
     let lost = measure::losses(&publisher);
     record(&summary, &pipelines, &harvester, &publisher);
     exposed.finish();
