@@ -116,9 +116,7 @@ impl Sorter {
             // The write position never passes the bucket just read: collapsing only shrinks.
             // The next bucket starts at `end`: hinted pair by pair while this one collapses.
             let next = out.as_ptr().wrapping_add(end);
-            if let Some(sorted) = self.scratch.get(..end - begin) {
-                collapse(sorted, out, next, &mut collapsed, &mut on_repeat);
-            }
+            self.finish_bucket(end - begin, out, next, &mut collapsed, &mut on_repeat);
             begin = end;
         }
         collapsed
@@ -148,16 +146,36 @@ impl Sorter {
             // The next group's first part, hinted pair by pair while this one collapses (its
             // counting pass reads the other parts as streams a hardware prefetcher follows).
             let next = groups.peek().and_then(|(_, g)| g.first()).map_or(std::ptr::null(), |p| p.as_ptr());
-            if let Some(sorted) = self.scratch.get(..len) {
-                collapse(sorted, out, next, &mut collapsed, &mut on_repeat);
-            }
+            self.finish_bucket(len, out, next, &mut collapsed, &mut on_repeat);
         }
         collapsed
     }
 
+    /// Appends the bucket [`Sorter::sort_bucket`] left in `scratch[..len]` to `out`, sorted,
+    /// one pair per distinct id. The bucket is sorted up to its sub-buckets, which the merged
+    /// insertion sort and collapse ([`insert_collapse`]) finish on their way into `out`: one
+    /// pass over the bucket instead of an insertion sort and then a collapse. A bucket with a
+    /// repeated id is sorted and collapsed as before instead, so that `on_repeat` sees every
+    /// copy at once (repeats are rare: a retransmission seen twice in one epoch).
+    fn finish_bucket(
+        &mut self,
+        len: usize,
+        out: &mut [(u64, u64)],
+        next: *const (u64, u64),
+        collapsed: &mut Collapsed,
+        on_repeat: &mut impl FnMut(u64, &[(u64, u64)]),
+    ) {
+        let Some(bucket) = self.scratch.get_mut(..len) else { return };
+        if !insert_collapse(bucket, out, next, collapsed) {
+            insertion_sort(bucket);
+            collapse(bucket, out, next, collapsed, on_repeat);
+        }
+    }
+
     /// Sorts one top-byte bucket (all ids share their top byte) into `scratch[..len]`: by as
     /// many of the next bits as make the sub-buckets about one pair long, so the insertion
-    /// sorts that finish them rarely branch the wrong way.
+    /// sort that finishes them ([`Sorter::finish_bucket`]) rarely branches the wrong way. A
+    /// short bucket, or one with a long sub-bucket, is left wholly sorted.
     fn sort_bucket(&mut self, parts: &[&[(u64, u64)]]) {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if self.scratch.len() < len {
@@ -195,12 +213,11 @@ impl Sorter {
             place::<false, u32>(bucket, tmp, counts, key);
         }
         // `counts[k]` is now where sub-bucket k ends. Where no sub-bucket is long, one
-        // insertion sort over the whole bucket finishes it: a pair only moves back within its
-        // own sub-bucket (those before hold smaller ids), so it costs what the per-sub-bucket
-        // sorts would, without a loop and an unpredictable branch per sub-bucket (about one
-        // pair each).
+        // insertion sort over the whole bucket finishes it (in `finish_bucket`): a pair only
+        // moves back within its own sub-bucket (those before hold smaller ids), so it costs
+        // what the per-sub-bucket sorts would, without a loop and an unpredictable branch per
+        // sub-bucket (about one pair each).
         if longest as usize <= INSERTION_MAX {
-            insertion_sort(tmp);
             return;
         }
         let mut begin = 0;
@@ -258,6 +275,57 @@ fn collapse(
         collapsed.distinct += 1;
         read = end;
     }
+}
+
+/// Appends `nearly`'s pairs to `out[collapsed.distinct..]` sorted by id, where `nearly` is
+/// sorted but for pairs out of order within runs of at most [`INSERTION_MAX`] (a sub-bucket):
+/// an insertion sort whose output is `out`, so the sorted bucket is written once. A pair in
+/// order (most of them) is appended; one out of order is shifted into place among the pairs
+/// already written, which are still in L1. Returns false, with `collapsed` and the pairs it
+/// counts untouched, at the first id given twice: the caller then sorts and collapses the
+/// bucket the way that hands every copy of a repeated id to `on_repeat` together. `next`:
+/// hinted one pair per pair read, as in [`collapse`].
+fn insert_collapse(
+    nearly: &[(u64, u64)],
+    out: &mut [(u64, u64)],
+    next: *const (u64, u64),
+    collapsed: &mut Collapsed,
+) -> bool {
+    let start = collapsed.distinct;
+    let Some(dst) = out.get_mut(start..start + nearly.len()) else { return false };
+    let (mut written, mut excluded) = (0usize, 0usize);
+    let mut largest = 0u64;
+    for (read, &(id, ts_ns)) in nearly.iter().enumerate() {
+        prefetch(next.wrapping_add(read).cast());
+        excluded += usize::from(ts_ns == EXCLUDED);
+        if written == 0 || id > largest {
+            if let Some(slot) = dst.get_mut(written) {
+                *slot = (id, ts_ns);
+            }
+            written += 1;
+            largest = id;
+            continue;
+        }
+        // Out of order or repeated: find its place among the pairs written so far.
+        let mut j = written;
+        while j > 0 && dst.get(j - 1).is_some_and(|p| p.0 > id) {
+            j -= 1;
+        }
+        if j > 0 && dst.get(j - 1).is_some_and(|p| p.0 == id) {
+            return false;
+        }
+        if written >= dst.len() {
+            return false;
+        }
+        dst.copy_within(j..written, j + 1);
+        if let Some(slot) = dst.get_mut(j) {
+            *slot = (id, ts_ns);
+        }
+        written += 1;
+    }
+    collapsed.distinct += written;
+    collapsed.excluded += excluded;
+    true
 }
 
 /// A counting sort's counter: `usize` at the top level, `u32` in a bucket (half the cache).
@@ -485,6 +553,18 @@ mod tests {
             let src: Vec<(u64, u64)> = (0..n as u64).map(|i| (mix64(i % 9_000 + 1), i)).collect();
             check(&src);
         }
+    }
+
+    #[test]
+    fn buckets_sorted_on_their_way_out_and_one_with_a_repeat() {
+        // 1 000+ distinct ids per top byte: sub-buckets finished by `insert_collapse`, which
+        // shifts the pairs out of order into place in the output. Then one repeat in a single
+        // bucket: that bucket (and only it) takes the sort-then-collapse path.
+        let mut src: Vec<(u64, u64)> = (1..=300_000u64).map(|i| (mix64(i), i)).collect();
+        check(&src);
+        src.push((mix64(77), 1));
+        src.push((mix64(78), EXCLUDED));
+        check(&src);
     }
 
     #[test]
