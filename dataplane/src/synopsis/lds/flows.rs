@@ -7,7 +7,11 @@
 //! 4096-bit linear-counting bitmap, so the report can say how many flows the list misses.
 //!
 //! Flows are identified by their flow hash, exactly as the sketch identifies them (two keys
-//! with one 64-bit flow hash share every cell anyway). Never touches the sketch.
+//! with one 64-bit flow hash share every cell anyway), less its lowest [`GENERATION_BITS`]: a
+//! slot's tag carries the epoch generation it was written in there instead, so emptying the
+//! set is a counter's step, not a pass over the table ([`FlowSet::clear`]). Two flows of an
+//! epoch whose hashes differ only in those bits are listed as one (about n²/2⁵⁹ for n flows:
+//! 2·10⁻⁶ an epoch at 10⁶ flows). Never touches the sketch.
 //!
 //! Each entry also keeps the encapsulation its first recorded packet arrived in (VLAN id, VNI,
 //! MPLS label, ...; `packet::Encap`): a flow attribute for the records, outside the flow key,
@@ -21,10 +25,12 @@ use crate::synopsis::hash;
 /// Bits of the linear-counting bitmap of flows that did not fit.
 pub const UNRECORDED_BITMAP_BITS: usize = 4096;
 const BITMAP_WORDS: usize = UNRECORDED_BITMAP_BITS / 64;
-/// [`FlowSet::clear`] finds the flows' slots again, instead of zeroing the whole table, while
-/// the table has at least this many slots per flow: a probe is a random line, a table's zeroing
-/// costs one sequential line per 8 slots.
-const SPARSE_CLEAR_SLOTS_PER_FLOW: usize = 64;
+/// Low bits of a slot's tag that hold the generation it was written in (1..=[`GENERATION_MAX`];
+/// 0 never: an all-zero slot was never written).
+pub const GENERATION_BITS: u32 = 6;
+const GENERATION_MASK: u64 = (1 << GENERATION_BITS) - 1;
+/// The last generation before the table is zeroed and generation 1 starts again.
+const GENERATION_MAX: u64 = GENERATION_MASK;
 /// [`FlowSet::take_from`] copies the whole table when it has fewer slots per flow than this.
 /// In sparser tables inserting the flows one by one was faster (BENCHMARKS.md, W17: 17 000
 /// flows in 524 288 slots, 31 per flow, took 1.17–1.35 ms copied against 1.12–1.29 inserted);
@@ -59,8 +65,13 @@ pub struct FlowEntry {
 #[derive(Debug)]
 pub struct FlowSet {
     capacity: usize,
-    /// Open-addressing table of `flow_hash | 1` tags (0 = empty); a power of two, load ≤ 3/4.
+    /// Open-addressing table of tags, a power of two, load ≤ 3/4: a slot holds a flow of this
+    /// epoch when its low [`GENERATION_BITS`] equal `generation`, and then the rest of the tag
+    /// is the flow hash's; any other slot is empty (written in an earlier epoch, or never).
+    /// No slot holds a generation above `generation`.
     tags: Vec<u64>,
+    /// The current epoch's generation, 1..=[`GENERATION_MAX`].
+    generation: u64,
     /// Recorded flows in insertion order (capacity reserved up front).
     entries: Vec<FlowEntry>,
     /// Tag of the last recorded flow: consecutive packets of one flow skip the probe.
@@ -81,6 +92,7 @@ impl Clone for FlowSet {
         Self {
             capacity: self.capacity,
             tags: self.tags.clone(),
+            generation: self.generation,
             entries,
             last_tag: self.last_tag,
             unrecorded_packets: self.unrecorded_packets,
@@ -97,6 +109,7 @@ impl FlowSet {
         Self {
             capacity,
             tags: vec![0; slots],
+            generation: 1,
             entries: Vec::with_capacity(capacity),
             last_tag: 0,
             unrecorded_packets: 0,
@@ -144,9 +157,22 @@ impl FlowSet {
 
     /// The home slot: the flow hash is already a uniform 64-bit value (seeded xxh3), so its
     /// high bits index the table directly (the sketch's rows use independently mixed streams).
+    /// The generation bits are left out, so a flow's home is the same in every epoch.
     #[inline(always)]
     fn slot_of(&self, tag: u64) -> usize {
-        hash::reduce(tag, self.tags.len() as u64) as usize
+        hash::reduce(tag & !GENERATION_MASK, self.tags.len() as u64) as usize
+    }
+
+    /// What a slot holding the flow with this hash holds in the current epoch.
+    #[inline(always)]
+    fn tag_of(&self, flow_hash: u64) -> u64 {
+        (flow_hash & !GENERATION_MASK) | self.generation
+    }
+
+    /// True when a slot with tag `t` holds no flow of the current epoch.
+    #[inline(always)]
+    fn is_free(&self, t: u64) -> bool {
+        t & GENERATION_MASK != self.generation
     }
 
     fn mark_unrecorded(&mut self, tag: u64) {
@@ -158,7 +184,8 @@ impl FlowSet {
 
     /// Inserts `entry` unless present; false if it did not fit.
     fn insert(&mut self, entry: FlowEntry) -> InsertOutcome {
-        let tag = entry.flow_hash | 1;
+        let tag = self.tag_of(entry.flow_hash);
+        let generation = self.generation;
         let mask = self.tags.len().wrapping_sub(1);
         let mut i = self.slot_of(tag);
         // The table always keeps empty slots (load ≤ 3/4), so the probe ends; the bound on
@@ -168,7 +195,7 @@ impl FlowSet {
             if *t == tag {
                 return InsertOutcome::Present;
             }
-            if *t == 0 {
+            if *t & GENERATION_MASK != generation {
                 if self.entries.len() >= self.capacity {
                     return InsertOutcome::Full;
                 }
@@ -184,7 +211,7 @@ impl FlowSet {
     /// Address of the first slot `flow_hash` probes (a prefetch hint; never dereferenced here).
     #[inline(always)]
     pub fn slot_ptr(&self, flow_hash: u64) -> *const u8 {
-        self.tags.as_ptr().wrapping_add(self.slot_of(flow_hash | 1)).cast()
+        self.tags.as_ptr().wrapping_add(self.slot_of(flow_hash)).cast()
     }
 
     /// Records the flow of one packet, which arrived in `encap`. No allocation.
@@ -193,7 +220,7 @@ impl FlowSet {
         if self.capacity == 0 {
             return;
         }
-        let tag = flow_hash | 1;
+        let tag = self.tag_of(flow_hash);
         if tag == self.last_tag {
             return;
         }
@@ -211,21 +238,17 @@ impl FlowSet {
         if self.capacity == 0 {
             return false;
         }
-        self.slot_holding(flow_hash | 1).is_some()
-    }
-
-    /// The slot holding `tag`, found by probing from its home slot; `None` when it is absent.
-    fn slot_holding(&self, tag: u64) -> Option<usize> {
+        let tag = self.tag_of(flow_hash);
         let mask = self.tags.len().wrapping_sub(1);
         let mut i = self.slot_of(tag);
         for _ in 0..self.tags.len() {
             match self.tags.get(i) {
-                Some(&t) if t == tag => return Some(i),
-                Some(&0) | None => return None,
-                _ => i = (i + 1) & mask,
+                Some(&t) if t == tag => return true,
+                Some(&t) if !self.is_free(t) => i = (i + 1) & mask,
+                _ => return false,
             }
         }
-        None
+        false
     }
 
     /// Adds another shard's set: the union, up to capacity. Flows that no longer fit are
@@ -266,7 +289,9 @@ impl FlowSet {
         let dense = other.entries.len() > other.tags.len() / COPY_SLOTS_PER_FLOW;
         // The table's size follows from the capacity alone (`FlowSet::new`).
         if dense && self.capacity == other.capacity {
+            // The copied slots are `other`'s, by its generations (none above its current one).
             self.tags.copy_from_slice(&other.tags);
+            self.generation = other.generation;
             self.entries.clear();
             self.entries.extend_from_slice(&other.entries);
             self.last_tag = 0;
@@ -279,27 +304,20 @@ impl FlowSet {
         other.clear();
     }
 
-    /// Empties the set, keeping its allocation.
+    /// Empties the set, keeping its allocation: the next generation begins, in which every
+    /// slot written so far is free; only after [`GENERATION_MAX`] of them is the table zeroed.
     ///
-    /// A set holding few flows for its table clears only their slots: zeroing the whole table
-    /// (4 MiB at the default capacity) was a sixth of the harvest's time at eight workers,
-    /// whose buffers each hold a few thousand flows per epoch (BENCHMARKS.md, W17). The slots
-    /// are found again by probing, newest flow first: a flow's probe chain only crosses slots
-    /// of flows recorded before it, which are all still in place when it is looked up.
+    /// The control thread clears every worker's set in every epoch. Zeroed each time, a table
+    /// sized for the point's flows (`flow_capacity`, which each worker's shard has too: RSS may
+    /// give one worker most flows) cost the harvest workers × table bytes per epoch, which
+    /// grows with the square of the workers (BENCHMARKS.md, W17 twentieth session); finding
+    /// the flows' slots again instead cost a random line per flow.
     pub fn clear(&mut self) {
-        if self.entries.len() <= self.tags.len() / SPARSE_CLEAR_SLOTS_PER_FLOW {
-            for k in (0..self.entries.len()).rev() {
-                // As in `merge`: the slot looked up PROBE_AHEAD flows later is hinted now.
-                if let Some(ahead) = k.checked_sub(PROBE_AHEAD).and_then(|j| self.entries.get(j)) {
-                    prefetch(self.slot_ptr(ahead.flow_hash));
-                }
-                let slot = self.entries.get(k).and_then(|e| self.slot_holding(e.flow_hash | 1));
-                if let Some(t) = slot.and_then(|i| self.tags.get_mut(i)) {
-                    *t = 0;
-                }
-            }
-        } else {
+        if self.generation >= GENERATION_MAX {
             self.tags.fill(0);
+            self.generation = 1;
+        } else {
+            self.generation += 1;
         }
         self.entries.clear();
         self.last_tag = 0;
@@ -467,25 +485,78 @@ mod tests {
         FlowKey::new(src, dst, (i % 65_000) as u16, 443, 6)
     }
 
-    /// Clearing leaves the table all zeros, by the flows' slots while few are recorded (here
-    /// in long probe chains: every flow hash has the same home slot) and by a fill beyond that.
+    /// Slots holding a flow of the current epoch.
+    fn occupied(s: &FlowSet) -> usize {
+        s.tags.iter().filter(|&&t| !s.is_free(t)).count()
+    }
+
+    /// Clearing frees every slot, whatever the flows and however long their probe chains
+    /// (here every flow hash has the same home slot): the flows are gone and new ones go
+    /// where they would in an empty table.
     #[test]
-    fn clear_zeroes_every_slot_sparse_or_whole() {
+    fn clear_frees_every_slot() {
         for flows in [0u32, 1, 40, 256, 257, 9000] {
             let mut s = FlowSet::new(12_000);
             assert_eq!(s.tags.len(), 1 << 14);
             for i in 0..flows {
                 let e = entry(i);
                 // Small hashes all map to slot 0 (`reduce` keeps the high bits).
-                s.record(&e.key, u64::from(i) << 1, e.encap);
+                s.record(&e.key, u64::from(i + 1) << GENERATION_BITS, e.encap);
             }
-            assert_eq!(s.len(), flows as usize);
+            assert_eq!((s.len(), occupied(&s)), (flows as usize, flows as usize));
             s.clear();
-            assert!(s.tags.iter().all(|&t| t == 0), "{flows} flows: a slot kept its tag");
+            assert_eq!(occupied(&s), 0, "{flows} flows: a slot kept its flow");
+            assert!((0..flows).all(|i| !s.contains(u64::from(i + 1) << GENERATION_BITS)));
             assert_eq!(s, FlowSet::new(12_000));
             let e = entry(7);
             s.record(&e.key, e.flow_hash, e.encap);
             assert!(s.contains(e.flow_hash) && s.len() == 1);
+        }
+    }
+
+    /// Over more epochs than there are generations (the table is zeroed when they run out),
+    /// with flows whose slots are reused from epoch to epoch: each epoch's set holds exactly
+    /// its own flows, and a flow of an earlier epoch is never found again, neither in the
+    /// slot it left nor past it in a probe chain.
+    #[test]
+    fn generations_forget_every_earlier_epoch_and_wrap_around() {
+        let mut s = FlowSet::new(64);
+        assert_eq!(s.tags.len(), 128);
+        for epoch in 0..3 * GENERATION_MAX as u32 + 5 {
+            // A third of the hashes share one home slot: chains that cross earlier epochs'
+            // tags; the rest move through the table from epoch to epoch.
+            let flows: Vec<u64> = (0..48u32)
+                .map(|i| {
+                    if i % 3 == 0 {
+                        u64::from(epoch * 48 + i + 1) << GENERATION_BITS
+                    } else {
+                        entry(epoch * 48 + i).flow_hash
+                    }
+                })
+                .collect();
+            for (i, &h) in flows.iter().enumerate() {
+                s.record(&key(i as u32), h, Encap::NONE);
+            }
+            assert_eq!((s.len(), occupied(&s)), (48, 48), "epoch {epoch}");
+            assert!(flows.iter().all(|&h| s.contains(h)), "epoch {epoch}");
+            if epoch > 0 {
+                let before = (0..48u32).map(|i| {
+                    if i % 3 == 0 {
+                        u64::from((epoch - 1) * 48 + i + 1) << GENERATION_BITS
+                    } else {
+                        entry((epoch - 1) * 48 + i).flow_hash
+                    }
+                });
+                for h in before {
+                    assert!(!s.contains(h) || flows.contains(&h), "epoch {epoch}: an earlier flow came back");
+                }
+            }
+            s.clear();
+            assert!(flows.iter().all(|&h| !s.contains(h)), "epoch {epoch}: cleared");
+            assert!(
+                s.tags.iter().all(|&t| t & GENERATION_MASK <= s.generation),
+                "no slot from a later generation"
+            );
         }
     }
 
@@ -494,13 +565,26 @@ mod tests {
         // 16 384 slots: up to 1 024 flows are inserted, more are copied; 12 500 of 12 000 also
         // overflows. Half the hashes share slot 0, one long probe chain.
         for flows in [0u32, 3, 256, 1_024, 1_025, 5_000, 12_500] {
+            // The two sets at different generations, each with earlier epochs' tags in its table.
             let mut other = FlowSet::new(12_000);
+            for g in 0..3 {
+                for i in 0..200 {
+                    let e = entry(i + 60_000 + g * 1_000);
+                    other.record(&e.key, e.flow_hash, e.encap);
+                }
+                other.clear();
+            }
             for i in 0..flows {
                 let e = entry(i);
-                let h = if i % 2 == 0 { u64::from(i) << 1 } else { e.flow_hash };
+                let h = if i % 2 == 0 { u64::from(i + 1) << GENERATION_BITS } else { e.flow_hash };
                 other.record(&e.key, h, e.encap);
             }
             let mut stale = FlowSet::new(12_000);
+            for _ in 0..5 {
+                let e = entry(70_000);
+                stale.record(&e.key, e.flow_hash, e.encap);
+                stale.clear();
+            }
             for i in 0..300 {
                 let e = entry(i + 50_000);
                 stale.record(&e.key, e.flow_hash, e.encap);
@@ -512,11 +596,16 @@ mod tests {
             stale.take_from(&mut other);
             assert_eq!(stale, expected, "{flows} flows");
             assert_eq!(other, FlowSet::new(12_000), "{flows} flows: the source is emptied");
-            assert!(other.tags.iter().all(|&t| t == 0), "{flows} flows: the source's table is zero");
+            assert_eq!(occupied(&other), 0, "{flows} flows: the source's table is free");
+            assert!(
+                kept.entries.iter().all(|e| !other.contains(e.flow_hash)),
+                "{flows} flows: gone from the source"
+            );
             assert!(kept.entries.iter().all(|e| stale.contains(e.flow_hash)), "{flows} flows: found");
             assert!(!stale.contains(entry(50_001).flow_hash), "{flows} flows: the old flows are gone");
+            assert_eq!(occupied(&stale), stale.len(), "{flows} flows: one slot per flow");
             stale.clear();
-            assert!(stale.tags.iter().all(|&t| t == 0), "{flows} flows: the copy clears to zero");
+            assert_eq!(occupied(&stale), 0, "{flows} flows: the copy clears");
         }
     }
 
