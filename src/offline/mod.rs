@@ -62,12 +62,19 @@ struct Span {
 }
 
 impl Span {
+    /// Widened to hold `ts_ns`.
+    fn with(span: Option<Span>, ts_ns: u64) -> Span {
+        span.map_or(Span { first_ns: ts_ns, last_ns: ts_ns }, |s| Span {
+            first_ns: s.first_ns.min(ts_ns),
+            last_ns: s.last_ns.max(ts_ns),
+        })
+    }
+
     /// How far each pass is shifted past the previous one: the epochs from the one holding the
     /// first timestamp to the one holding the last, in ns.
-    fn period_ns(span: Option<Span>, epoch_ns: u64) -> u64 {
-        let Some(s) = span else { return 0 };
+    fn period_ns(&self, epoch_ns: u64) -> u64 {
         let e = epoch_ns.max(1);
-        (s.last_ns / e + 1).saturating_sub(s.first_ns / e).saturating_mul(e)
+        (self.last_ns / e + 1).saturating_sub(self.first_ns / e).saturating_mul(e)
     }
 }
 
@@ -98,8 +105,9 @@ pub struct OfflineSummary {
     /// files RDA's logs) and publishing (encoding, sinks). What `wirelat run`'s control thread
     /// does per epoch, here timed in this one thread.
     pub control: ControlTime,
-    /// [`Load::Replicas`]: copies for workers other than the first that kept the original's
-    /// addresses (no IP header found), so their ids repeat across workers.
+    /// [`Load::Replicas`]: frames given unchanged to a worker other than the first, for want of
+    /// an IP header to offset (ARP, and IP inside tunnels); those the packet layer measures
+    /// repeat their ids across workers.
     pub replicas_unchanged: u64,
 }
 
@@ -245,7 +253,8 @@ pub fn run(
                 if pass >= loops {
                     break;
                 }
-                shift_ns = pass.saturating_mul(Span::period_ns(span, config.epochs.length_ns()));
+                let period_ns = span.map_or(0, |s| s.period_ns(config.epochs.length_ns()));
+                shift_ns = pass.saturating_mul(period_ns);
                 (streams, heads) = open()?;
                 if heads.iter().all(Option::is_none) {
                     break;
@@ -263,10 +272,7 @@ pub fn run(
         };
         summary.frames[port] += 1;
         if pass == 0 {
-            span = Some(span.map_or(Span { first_ns: ts_ns, last_ns: ts_ns }, |s| Span {
-                first_ns: s.first_ns.min(ts_ns),
-                last_ns: s.last_ns.max(ts_ns),
-            }));
+            span = Some(Span::with(span, ts_ns));
         }
         let ts_ns = ts_ns.saturating_add(shift_ns);
         let ts_ns = if trace_clock { ts_ns / 1000 * 1000 } else { ts_ns };
@@ -282,9 +288,9 @@ pub fn run(
             }
             Load::Replicas => {
                 for (w, pipeline) in pipelines.iter_mut().enumerate() {
-                    let (copy, offset) = replica::copy_for(&frame, w);
-                    summary.replicas_unchanged += u64::from(!offset);
-                    pipeline.process(port, &copy, ts_ns, &mut wait);
+                    let copy = if w == 0 { None } else { replica::copy_for(&frame, w) };
+                    summary.replicas_unchanged += u64::from(w > 0 && copy.is_none());
+                    pipeline.process(port, copy.as_deref().unwrap_or(&frame), ts_ns, &mut wait);
                 }
             }
         }

@@ -173,20 +173,13 @@ fn replicas_give_every_worker_the_whole_trace_and_loops_replay_it_in_later_epoch
     let one = counts(&lines(&offline(d, &pcaps, 1)));
     let replicas = counts(&lines(&offline_with(d, "r3", &pcaps, &["--workers", "3", "--replicas"])));
     assert_eq!(replicas.keys().collect::<Vec<_>>(), one.keys().collect::<Vec<_>>());
-    let times3 = |v: &serde_json::Value| -> serde_json::Value {
-        match v {
-            serde_json::Value::Number(n) => serde_json::json!(n.as_u64().expect("count") * 3),
-            serde_json::Value::Object(o) => o.iter().map(|(k, v)| (k.clone(), times3_leaf(k, v))).collect(),
-            other => other.clone(),
-        }
-    };
     let mut rda_cached = 0;
     for (key, v) in &one {
         let r = &replicas[key];
         match key.0.as_str() {
-            "lda" => assert_eq!(*r, times3(v), "{key:?}"),
+            "lda" => assert_eq!(*r, times(v, 3), "{key:?}"),
             "rda" => {
-                assert_eq!(*r, times3(v), "{key:?}: three times the ids, none of them repeated");
+                assert_eq!(*r, times(v, 3), "{key:?}: three times the ids, none of them repeated");
                 assert_eq!(r["duplicates"], 0, "{key:?}");
                 rda_cached += v["cached"].as_u64().expect("cached");
             }
@@ -222,9 +215,12 @@ fn replicas_give_every_worker_the_whole_trace_and_loops_replay_it_in_later_epoch
     }
 }
 
-/// Triples a count of RDA's counters.
-fn times3_leaf(_name: &str, v: &serde_json::Value) -> serde_json::Value {
-    v.as_u64().map_or_else(|| v.clone(), |n| serde_json::json!(n * 3))
+/// `v` with every count in it (a number, or an object of numbers) multiplied by `k`.
+fn times(v: &serde_json::Value, k: u64) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(o) => o.iter().map(|(name, v)| (name.clone(), times(v, k))).collect(),
+        v => v.as_u64().map_or_else(|| v.clone(), |n| serde_json::json!(n * k)),
+    }
 }
 
 #[test]

@@ -172,7 +172,7 @@ impl FlowSet {
     /// True when a slot with tag `t` holds no flow of the current epoch.
     #[inline(always)]
     fn is_free(&self, t: u64) -> bool {
-        t & GENERATION_MASK != self.generation
+        free(t, self.generation)
     }
 
     fn mark_unrecorded(&mut self, tag: u64) {
@@ -185,7 +185,6 @@ impl FlowSet {
     /// Inserts `entry` unless present; false if it did not fit.
     fn insert(&mut self, entry: FlowEntry) -> InsertOutcome {
         let tag = self.tag_of(entry.flow_hash);
-        let generation = self.generation;
         let mask = self.tags.len().wrapping_sub(1);
         let mut i = self.slot_of(tag);
         // The table always keeps empty slots (load ≤ 3/4), so the probe ends; the bound on
@@ -195,7 +194,7 @@ impl FlowSet {
             if *t == tag {
                 return InsertOutcome::Present;
             }
-            if *t & GENERATION_MASK != generation {
+            if free(*t, self.generation) {
                 if self.entries.len() >= self.capacity {
                     return InsertOutcome::Full;
                 }
@@ -420,6 +419,13 @@ impl FlowSet {
         }
         Ok(set)
     }
+}
+
+/// True when a slot with tag `t` holds no flow of `generation` (a function of the two, so that
+/// [`FlowSet::insert`] can ask while it holds the slot mutably).
+#[inline(always)]
+fn free(t: u64, generation: u64) -> bool {
+    t & GENERATION_MASK != generation
 }
 
 fn v4_mapped(b: &[u8]) -> [u8; 16] {
