@@ -270,5 +270,67 @@ fn bench_harvest_of(c: &mut Criterion, name: &str, n: usize) {
     g.finish();
 }
 
-criterion_group!(benches, bench_update, bench_decode, bench_epoch_end, bench_retention, bench_harvest);
+/// A floor under any exact filing on the control thread (issue 24): the least an exact check for
+/// ids repeated within an epoch does per pair, with the pairs already in their top-byte regions
+/// as the workers' logs keep them. Each region's ids are probed into a table of the next power of
+/// two above twice its ids (8 192 slots, 64 KiB, at ≈ 3 000 ids: in L2), zeroed for each region;
+/// no pair is written, no run kept for the look-ups, no repeat taken out of the banks. What it costs per
+/// pair against `rda_harvest_regions/all/1` (the same 786 432 pairs filed into the sorted run)
+/// says how much any hash-based filing could save over the sort (BENCHMARKS.md, W17
+/// twenty-first session), and so whether the control thread can reach a couple of ns per packet
+/// at all.
+fn bench_repeat_probe_floor(c: &mut Criterion) {
+    let n = 3usize << 18;
+    let mut regions: Vec<Vec<(u64, u64)>> = vec![Vec::new(); 256];
+    for (id, ts) in keys(n, 5) {
+        if let Some(r) = regions.get_mut((id >> 56) as usize) {
+            r.push((id, ts));
+        }
+    }
+    let mut table: Vec<u64> = Vec::new();
+    let mut g = c.benchmark_group("rda_repeat_probe_floor");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(n as u64));
+    g.bench_function("regions", |b| {
+        b.iter(|| {
+            let (mut distinct, mut repeats) = (0usize, 0usize);
+            for r in &regions {
+                let bits = (usize::BITS - (2 * r.len()).max(2).leading_zeros()).max(4);
+                let mask = (1usize << bits) - 1;
+                table.clear();
+                table.resize(mask + 1, 0);
+                for &(id, _) in r {
+                    let mut i = (id >> (56 - bits)) as usize & mask;
+                    loop {
+                        match table.get_mut(i) {
+                            Some(t) if *t == 0 => {
+                                *t = id;
+                                distinct += 1;
+                                break;
+                            }
+                            Some(t) if *t == id => {
+                                repeats += 1;
+                                break;
+                            }
+                            Some(_) => i = (i + 1) & mask,
+                            None => break,
+                        }
+                    }
+                }
+            }
+            black_box((distinct, repeats))
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_update,
+    bench_decode,
+    bench_epoch_end,
+    bench_retention,
+    bench_harvest,
+    bench_repeat_probe_floor
+);
 criterion_main!(benches);

@@ -115,8 +115,8 @@ impl Sorter {
             }
             // The write position never passes the bucket just read: collapsing only shrinks.
             // The next bucket starts at `end`: hinted pair by pair while this one collapses.
-            let next = out.as_ptr().wrapping_add(end);
-            self.finish_bucket(end - begin, out, next, &mut collapsed, &mut on_repeat);
+            let mut next = One::at(out.as_ptr().wrapping_add(end));
+            self.finish_bucket(end - begin, out, &mut next, &mut collapsed, &mut on_repeat);
             begin = end;
         }
         collapsed
@@ -143,10 +143,23 @@ impl Sorter {
             debug_assert!(parts.iter().flat_map(|p| p.iter()).all(|p| top_byte(p.0) == b), "group {b}");
             self.sort_bucket(parts);
             let len: usize = parts.iter().map(|p| p.len()).sum();
-            // The next group's first part, hinted pair by pair while this one collapses (its
-            // counting pass reads the other parts as streams a hardware prefetcher follows).
-            let next = groups.peek().and_then(|(_, g)| g.first()).map_or(std::ptr::null(), |p| p.as_ptr());
-            self.finish_bucket(len, out, next, &mut collapsed, &mut on_repeat);
+            // The next group's parts, hinted pair by pair in turn while this one collapses.
+            match groups.peek().map_or(&[][..], |(_, g)| *g) {
+                [] => self.finish_bucket(
+                    len,
+                    out,
+                    &mut One::at(std::ptr::null()),
+                    &mut collapsed,
+                    &mut on_repeat,
+                ),
+                [one] => {
+                    self.finish_bucket(len, out, &mut One::at(one.as_ptr()), &mut collapsed, &mut on_repeat)
+                }
+                parts => {
+                    let mut next = Parts { parts, part: 0, offset: 0 };
+                    self.finish_bucket(len, out, &mut next, &mut collapsed, &mut on_repeat)
+                }
+            }
         }
         collapsed
     }
@@ -161,7 +174,7 @@ impl Sorter {
         &mut self,
         len: usize,
         out: &mut [(u64, u64)],
-        next: *const (u64, u64),
+        next: &mut impl Ahead,
         collapsed: &mut Collapsed,
         on_repeat: &mut impl FnMut(u64, &[(u64, u64)]),
     ) {
@@ -251,13 +264,13 @@ fn fit(out: &mut Vec<(u64, u64)>, n: usize) {
 fn collapse(
     sorted: &[(u64, u64)],
     out: &mut [(u64, u64)],
-    next: *const (u64, u64),
+    next: &mut impl Ahead,
     collapsed: &mut Collapsed,
     on_repeat: &mut impl FnMut(u64, &[(u64, u64)]),
 ) {
     let mut read = 0;
     while let Some(&(id, ts_ns)) = sorted.get(read) {
-        prefetch(next.wrapping_add(read).cast());
+        next.hint();
         let mut end = read + 1;
         while sorted.get(end).is_some_and(|p| p.0 == id) {
             end += 1;
@@ -288,15 +301,15 @@ fn collapse(
 fn insert_collapse(
     nearly: &[(u64, u64)],
     out: &mut [(u64, u64)],
-    next: *const (u64, u64),
+    next: &mut impl Ahead,
     collapsed: &mut Collapsed,
 ) -> bool {
     let start = collapsed.distinct;
     let Some(dst) = out.get_mut(start..start + nearly.len()) else { return false };
     let (mut written, mut excluded) = (0usize, 0usize);
     let mut largest = 0u64;
-    for (read, &(id, ts_ns)) in nearly.iter().enumerate() {
-        prefetch(next.wrapping_add(read).cast());
+    for &(id, ts_ns) in nearly {
+        next.hint();
         excluded += usize::from(ts_ns == EXCLUDED);
         if written == 0 || id > largest {
             if let Some(slot) = dst.get_mut(written) {
@@ -335,6 +348,57 @@ fn insert_collapse(
     collapsed.distinct += written;
     collapsed.excluded += excluded;
     true
+}
+
+/// Where the bucket after the one being finished lies, hinted one pair per pair read (its first
+/// pass then finds it in cache); never dereferenced. Two kinds, so the common one (one worker's
+/// region, or the scattered output) keeps its loop as lean as a bare pointer's.
+trait Ahead {
+    fn hint(&mut self);
+}
+
+/// The pairs from a pointer on (null: nothing to hint).
+struct One {
+    at: *const (u64, u64),
+    offset: usize,
+}
+
+impl One {
+    fn at(at: *const (u64, u64)) -> Self {
+        One { at, offset: 0 }
+    }
+}
+
+impl Ahead for One {
+    #[inline(always)]
+    fn hint(&mut self) {
+        prefetch(self.at.wrapping_add(self.offset).cast());
+        self.offset += 1;
+    }
+}
+
+/// A group of several workers' regions, hinted part by part in turn, so each part is hinted
+/// about as far as the bucket read so far: hinting only the first part left the other workers'
+/// regions to be fetched as the next bucket's counting pass reached them (BENCHMARKS "W17
+/// (twenty-first session)").
+struct Parts<'a> {
+    parts: &'a [&'a [(u64, u64)]],
+    part: usize,
+    offset: usize,
+}
+
+impl Ahead for Parts<'_> {
+    #[inline(always)]
+    fn hint(&mut self) {
+        if let Some(p) = self.parts.get(self.part) {
+            prefetch(p.as_ptr().wrapping_add(self.offset).cast());
+        }
+        self.part += 1;
+        if self.part >= self.parts.len() {
+            self.part = 0;
+            self.offset += 1;
+        }
+    }
 }
 
 /// A counting sort's counter: `usize` at the top level, `u32` in a bucket (half the cache).
