@@ -274,7 +274,9 @@ fn bench_harvest_of(c: &mut Criterion, name: &str, n: usize) {
 /// ids repeated within an epoch does per pair, with the pairs already in their top-byte regions
 /// as the workers' logs keep them. Each region's ids are probed into a table of the next power of
 /// two above twice its ids (8 192 slots, 64 KiB, at ≈ 3 000 ids: in L2), zeroed for each region;
-/// no pair is written, no run kept for the look-ups, no repeat taken out of the banks. What it costs per
+/// no pair is written, no run kept for the look-ups, no repeat taken out of the banks. The
+/// zeroing (16 bytes of table per id) is part of the floor, as it is of any table reused region
+/// by region; ids are random, so the repeat branch is all but never taken. What it costs per
 /// pair against `rda_harvest_regions/all/1` (the same 786 432 pairs filed into the sorted run)
 /// says how much any hash-based filing could save over the sort (BENCHMARKS.md, W17
 /// twenty-first session), and so whether the control thread can reach a couple of ns per packet

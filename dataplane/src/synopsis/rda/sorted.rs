@@ -258,9 +258,8 @@ fn fit(out: &mut Vec<(u64, u64)>, n: usize) {
     }
 }
 
-/// Appends `sorted`'s pairs to `out[collapsed.distinct..]`, one per distinct id. `next`: where
-/// the next bucket starts, hinted one pair per pair read (its first pass then finds it in
-/// cache); never dereferenced.
+/// Appends `sorted`'s pairs to `out[collapsed.distinct..]`, one per distinct id. `next`: the
+/// next bucket, hinted once per pair written (its first pass then finds it in cache).
 fn collapse(
     sorted: &[(u64, u64)],
     out: &mut [(u64, u64)],
@@ -296,8 +295,8 @@ fn collapse(
 /// order (most of them) is appended; one out of order is shifted into place among the pairs
 /// already written, which are still in L1. Returns false, with `collapsed` and the pairs it
 /// counts untouched, at the first id given twice: the caller then sorts and collapses the
-/// bucket the way that hands every copy of a repeated id to `on_repeat` together. `next`:
-/// hinted one pair per pair read, as in [`collapse`].
+/// bucket the way that hands every copy of a repeated id to `on_repeat` together, over the
+/// pairs this left in `out[collapsed.distinct..]`. `next`: hinted once per pair read.
 fn insert_collapse(
     nearly: &[(u64, u64)],
     out: &mut [(u64, u64)],
@@ -321,9 +320,9 @@ fn insert_collapse(
         }
         // Out of order or repeated: each larger pair written so far moves up one place until
         // its place is found. A pair is out of order only within its sub-bucket (about one id
-        // long), so this moves one or two pairs, and moving them in registers is cheaper than a
-        // call to move a short slice (`copy_within` compiled to `memmove`: BENCHMARKS "W17
-        // (twenty-first session)"). On a repeat the moved pairs are left as they are: the
+        // long), so this mostly moves one or two pairs, and moving them in registers is cheaper
+        // than a call to move a short slice (`copy_within` compiled to `memmove`: BENCHMARKS
+        // "W17 (twenty-first session)"). On a repeat the moved pairs are left as they are: the
         // caller's fallback writes the bucket into `out` again from its start.
         let mut j = written;
         while let Some(&p) = j.checked_sub(1).and_then(|i| dst.get(i)) {
@@ -350,14 +349,17 @@ fn insert_collapse(
     true
 }
 
-/// Where the bucket after the one being finished lies, hinted one pair per pair read (its first
-/// pass then finds it in cache); never dereferenced. Two kinds, so the common one (one worker's
-/// region, or the scattered output) keeps its loop as lean as a bare pointer's.
+/// Where the bucket after the one being finished lies, hinted once per pair read or written
+/// (its first pass then finds it in cache); never dereferenced (a prefetch does not fault, not
+/// even past the end or at null). Two kinds, so the common one (one worker's region, or the
+/// scattered output) keeps its loop as lean as a bare pointer's. A bucket that falls back to
+/// sort-then-collapse hints on from where its first pass stopped: wasted hints, only in the
+/// rare bucket with a repeated id.
 trait Ahead {
     fn hint(&mut self);
 }
 
-/// The pairs from a pointer on (null: nothing to hint).
+/// The pairs from a pointer on (null after the last bucket: the hints go nowhere).
 struct One {
     at: *const (u64, u64),
     offset: usize,
@@ -377,10 +379,11 @@ impl Ahead for One {
     }
 }
 
-/// A group of several workers' regions, hinted part by part in turn, so each part is hinted
-/// about as far as the bucket read so far: hinting only the first part left the other workers'
-/// regions to be fetched as the next bucket's counting pass reached them (BENCHMARKS "W17
-/// (twenty-first session)").
+/// A group of several workers' regions, hinted part by part in turn: of k parts each gets one
+/// hint per k pairs of the bucket being finished, about its own length where the workers' parts
+/// are even (RSS spreads ids evenly; an uneven one is hinted short or past its end). Hinting
+/// only the first part left the other workers' regions to be fetched as the next bucket's
+/// counting pass reached them (BENCHMARKS "W17 (twenty-first session)").
 struct Parts<'a> {
     parts: &'a [&'a [(u64, u64)]],
     part: usize,
