@@ -143,21 +143,16 @@ impl Sorter {
             debug_assert!(parts.iter().flat_map(|p| p.iter()).all(|p| top_byte(p.0) == b), "group {b}");
             self.sort_bucket(parts);
             let len: usize = parts.iter().map(|p| p.len()).sum();
-            // The next group's parts, hinted pair by pair in turn while this one collapses.
-            match groups.peek().map_or(&[][..], |(_, g)| *g) {
-                [] => self.finish_bucket(
-                    len,
-                    out,
-                    &mut One::at(std::ptr::null()),
-                    &mut collapsed,
-                    &mut on_repeat,
-                ),
-                [one] => {
-                    self.finish_bucket(len, out, &mut One::at(one.as_ptr()), &mut collapsed, &mut on_repeat)
-                }
-                parts => {
+            // The next group's parts, hinted pair by pair in turn while this one collapses (a
+            // group of one part, and the end, by a bare pointer).
+            match groups.peek().map(|(_, g)| *g) {
+                Some(parts @ [_, _, ..]) => {
                     let mut next = Parts { parts, part: 0, offset: 0 };
                     self.finish_bucket(len, out, &mut next, &mut collapsed, &mut on_repeat)
+                }
+                group => {
+                    let first = group.and_then(|g| g.first()).map_or(std::ptr::null(), |p| p.as_ptr());
+                    self.finish_bucket(len, out, &mut One::at(first), &mut collapsed, &mut on_repeat)
                 }
             }
         }
