@@ -116,6 +116,13 @@ pub struct Publisher {
     /// exact (a sample belongs to its response's epoch, the slots are never cleared), so a
     /// point answers for the whole run without a collector.
     pub(crate) whole_run_fridge: Option<fridge::FridgeSynopsis>,
+    /// The body buffer [`Publisher::deliver`] encodes into, kept between messages with the
+    /// capacity of the largest body so far. A body allocated per message is megabytes of fresh
+    /// pages each time (the allocator maps blocks this large anew and advises them for huge
+    /// pages), which the kernel zeroes before the encoder writes them: at eight workers that
+    /// zeroing and the buffer's growth were most of the publishing time (BENCHMARKS.md, W17
+    /// twenty-second session). The sinks only borrow a message, so the buffer comes back.
+    body_buffer: Vec<u8>,
 }
 
 impl Publisher {
@@ -160,6 +167,7 @@ impl Publisher {
             progress: 0,
             packet: packet.clone(),
             whole_run_fridge: None,
+            body_buffer: Vec::new(),
         })
     }
 
@@ -271,18 +279,40 @@ impl Publisher {
     pub(crate) fn deliver<S: Synopsis>(&mut self, at: &PublishAt, s: &S, summary: SynopsisSummary) {
         let msg = self.message(at, s, summary);
         self.send(&msg);
+        self.recycle(msg);
     }
 
-    /// The epoch message of one synopsis (encoded, fingerprinted), counted.
+    /// The epoch message of one synopsis (encoded, fingerprinted), counted. Its body is the
+    /// publisher's body buffer: give the message back with [`Publisher::recycle`] once sent.
     pub(crate) fn message<S: Synopsis>(
         &mut self,
         at: &PublishAt,
         s: &S,
         summary: SynopsisSummary,
     ) -> EpochMessage {
+        let body = std::mem::take(&mut self.body_buffer);
+        self.message_into(at, s, summary, body)
+    }
+
+    /// Keeps a sent message's body as the buffer the next message is encoded into.
+    pub(crate) fn recycle(&mut self, msg: EpochMessage) {
+        if msg.body.capacity() > self.body_buffer.capacity() {
+            self.body_buffer = msg.body;
+        }
+    }
+
+    /// [`Publisher::message`] with its body encoded into `body` (cleared first, its capacity kept).
+    fn message_into<S: Synopsis>(
+        &mut self,
+        at: &PublishAt,
+        s: &S,
+        summary: SynopsisSummary,
+        mut body: Vec<u8>,
+    ) -> EpochMessage {
         let (epoch, segment, complete) = (at.epoch, at.segment, at.complete);
         let mut summary = Harvested::new(at.shards, summary);
-        let body = s.encode();
+        body.clear();
+        s.encode_into(&mut body);
         summary.body_bytes = body.len();
         let msg = EpochMessage {
             point: self.ids.point,

@@ -35,7 +35,7 @@ use crate::auth::PreSharedKey;
 use crate::conn::FrameWriter;
 use crate::sink::{EpochMessage, EpochSink, RdaPairs};
 use crate::synopses::SynopsesConfig;
-use crate::wire::{EpochFrame, GiveUp, Message, MessageKey};
+use crate::wire::{GiveUp, MessageKey, encode_epoch};
 use counters::{SharedConnectionCounts, SharedFrameCounts};
 use queue::{GiveUpCounters, Offer, Queue, QueueLimits, SetAside};
 use retain::RetainedCaches;
@@ -356,14 +356,8 @@ impl EpochSink for NetworkSink {
         let s = &self.shared;
         s.frames.delivered.fetch_add(1, Ordering::Relaxed);
         let key = MessageKey { point: msg.point, segment: msg.segment, epoch: msg.epoch, kind: msg.kind };
-        let frame = Message::Epoch(EpochFrame {
-            key,
-            fingerprint: msg.fingerprint,
-            complete: msg.complete,
-            epoch_len_ns: msg.epoch_len_ns,
-            synopsis: msg.body.clone(),
-        })
-        .encode();
+        // Framed from the borrowed body: the queue owns the frame, so it is the one copy.
+        let frame = encode_epoch(&key, msg.fingerprint, msg.complete, msg.epoch_len_ns, &msg.body);
         if self.backpressure {
             self.wait_for_room(frame.len() as u64);
         }
@@ -448,6 +442,7 @@ fn lock_spill_dir(dir: &std::path::Path) -> Result<std::fs::File, ShipError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::{EpochFrame, Message};
     use wirelat_dataplane::synopsis::SynopsisKind;
     use wirelat_dataplane::synopsis::lda::LdaConfig;
 

@@ -49,6 +49,7 @@ mod encode;
 mod header;
 
 use decode::array;
+pub use encode::encode_epoch;
 pub use header::{Header, checksum};
 
 /// The first four bytes of every frame.

@@ -73,6 +73,7 @@ impl ControlSide for Rda {
         // were a quarter of `offline`'s time.)
         p.retain_rda_cache(at, s);
         p.send(&msg);
+        p.recycle(msg);
         Ok(())
     }
 }

@@ -8,10 +8,11 @@ use wirelat_dataplane::epoch::{EpochClock, EpochLink};
 use wirelat_dataplane::packet::PacketConfig;
 use wirelat_dataplane::packet::sample;
 use wirelat_dataplane::pipeline::{OverrunPolicy, Pipeline};
+use wirelat_dataplane::synopsis::colate::Colate;
 use wirelat_dataplane::synopsis::colate::ColateConfig;
 use wirelat_dataplane::synopsis::fridge::FridgeConfig;
 use wirelat_dataplane::synopsis::lda::{Lda, LdaConfig};
-use wirelat_dataplane::synopsis::lds::LdsConfig;
+use wirelat_dataplane::synopsis::lds::{Lds, LdsConfig};
 use wirelat_dataplane::synopsis::rda::{Rda, RdaConfig};
 
 /// What a [`Collect`] sink was given: messages, retained caches (segment, epoch, ids), closed,
@@ -253,7 +254,14 @@ fn every_synopsis_and_direction_becomes_one_message_with_its_segment() {
             SynopsisKind::Fridge => {
                 assert!(matches!(summary.synopsis, SynopsisSummary::Fridge(_)), "{m:?}")
             }
-            _ => {}
+            // Every body decodes to its end: the publisher encodes them all into one reused
+            // buffer, so a body with another's bytes left behind would fail here.
+            SynopsisKind::Lds => {
+                Lds::decode(set.lds.as_ref().unwrap(), &m.body).unwrap();
+            }
+            SynopsisKind::Colate => {
+                Colate::decode(set.colate.as_ref().unwrap(), &m.body).unwrap();
+            }
         }
     }
     // Measured packets add up to what the packet layer measured.

@@ -201,3 +201,16 @@ proptest! {
         let _ = Message::decode(&b, 1 << 16);
     }
 }
+
+#[test]
+fn an_epoch_framed_from_borrowed_bytes_decodes_to_its_message() {
+    for m in samples() {
+        let Message::Epoch(e) = &m else { continue };
+        let bytes = encode_epoch(&e.key, e.fingerprint, e.complete, e.epoch_len_ns, &e.synopsis);
+        assert_eq!(Message::decode(&bytes, DEFAULT_MAX_BODY_BYTES), Ok(m.clone()), "{m:?}");
+        assert_eq!(
+            u64::from_le_bytes(bytes[40..48].try_into().unwrap()),
+            checksum(&bytes[..48], &bytes[48..])
+        );
+    }
+}
