@@ -25,7 +25,7 @@ use crate::report::records::RecordSink;
 use crate::ship::queue::{Queue, QueueLimits};
 use crate::ship::retain::RetainedCaches;
 use crate::sink::{EpochMessage, EpochSink, RdaPairs};
-use crate::wire::{DEFAULT_MAX_BODY_BYTES, EpochFrame, Message, MessageKey};
+use crate::wire::{DEFAULT_MAX_BODY_BYTES, EpochFrame, Message, MessageKey, encode_epoch};
 pub use config::{PeerConfig, PeerConfigError, SegmentInfo};
 use crossbeam::channel::{Sender, bounded, unbounded};
 use engine::{Engine, Event};
@@ -349,7 +349,9 @@ impl EpochSink for LocalPeerSink {
             synopsis: msg.body.clone(),
         };
         if let Some(q) = &self.local.queue {
-            let bytes = Message::Epoch(frame.clone()).encode();
+            // Framed from the borrowed body, not from a clone of the frame (`wire::encode_epoch`).
+            let bytes =
+                encode_epoch(&frame.key, frame.fingerprint, frame.complete, frame.epoch_len_ns, &msg.body);
             let _ = lock(q).offer(frame.key, bytes);
         }
         self.feed(&frame);
