@@ -116,12 +116,12 @@ pub struct Publisher {
     /// exact (a sample belongs to its response's epoch, the slots are never cleared), so a
     /// point answers for the whole run without a collector.
     pub(crate) whole_run_fridge: Option<fridge::FridgeSynopsis>,
-    /// The body buffer [`Publisher::deliver`] encodes into, kept between messages with the
+    /// The body buffer [`Publisher::message`] encodes into, kept between messages with the
     /// capacity of the largest body so far. A body allocated per message is megabytes of fresh
     /// pages each time (the allocator maps blocks this large anew and advises them for huge
-    /// pages), which the kernel zeroes before the encoder writes them: at eight workers that
-    /// zeroing and the buffer's growth were most of the publishing time (BENCHMARKS.md, W17
-    /// twenty-second session). The sinks only borrow a message, so the buffer comes back.
+    /// pages), which the kernel zeroes before the encoder writes them: at eight workers reusing
+    /// the buffer took about a third off the publishing time (BENCHMARKS.md, W17 twenty-second
+    /// session). The sinks only borrow a message, so the buffer comes back ([`Publisher::recycle`]).
     body_buffer: Vec<u8>,
 }
 

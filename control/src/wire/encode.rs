@@ -32,24 +32,19 @@ pub fn encode_epoch(
     h.body_len = u32::try_from(body_len).unwrap_or(u32::MAX);
     let mut out = Vec::with_capacity(HEADER_LEN + body_len);
     h.write(&mut out);
-    let mut sum = Xxh3::new();
-    sum.update(out.get(..CHECKED_LEN).unwrap_or(&out));
-    sum.update(&len_bytes);
-    sum.update(synopsis);
-    if let Some(slot) = out.get_mut(CHECKED_LEN..HEADER_LEN) {
-        slot.copy_from_slice(&sum.digest().to_le_bytes());
-    }
     out.extend_from_slice(&len_bytes);
     out.extend_from_slice(synopsis);
+    let (header, body) = out.split_at(HEADER_LEN.min(out.len()));
+    let sum = checksum(header, body);
+    if let Some(slot) = out.get_mut(CHECKED_LEN..HEADER_LEN) {
+        slot.copy_from_slice(&sum.to_le_bytes());
+    }
     out
 }
 
 impl Message {
     /// The frame: header and body (no MAC).
     pub fn encode(&self) -> Vec<u8> {
-        if let Message::Epoch(e) = self {
-            return encode_epoch(&e.key, e.fingerprint, e.complete, e.epoch_len_ns, &e.synopsis);
-        }
         let mut body = Vec::new();
         let mut h = Header {
             msg_type: self.msg_type(),
@@ -76,7 +71,9 @@ impl Message {
                     w.u64(*f);
                 }
             }
-            Message::Epoch(_) => {} // `encode_epoch`, above
+            Message::Epoch(e) => {
+                return encode_epoch(&e.key, e.fingerprint, e.complete, e.epoch_len_ns, &e.synopsis);
+            }
             Message::Ack(key) => set_key(&mut h, key),
             Message::Progress { point, watermark, given_up } => {
                 h.point = *point;
