@@ -21,9 +21,10 @@ use criterion::{
 use std::hint::black_box;
 use std::time::Duration;
 use wirelat_dataplane::packet::FlowKey;
+use wirelat_dataplane::synopsis::codec::Writer;
 use wirelat_dataplane::synopsis::lds::config::DEFAULT_SIZED_ROWS;
 use wirelat_dataplane::synopsis::lds::trace::{Trace, TraceConfig};
-use wirelat_dataplane::synopsis::lds::{Estimator, Lds, LdsConfig, coverage};
+use wirelat_dataplane::synopsis::lds::{Estimator, FlowSet, Lds, LdsConfig, coverage};
 use wirelat_dataplane::synopsis::{Observation, Synopsis};
 
 /// On-CPU time of the calling thread in ns (Linux schedstat; first field).
@@ -111,6 +112,13 @@ fn stream(trace: &Trace) -> Vec<Pkt> {
         })
         .collect()
 }
+
+/// The appliance's allocator where it is built (transparent huge pages for blocks of 4 MiB and
+/// more), so the flow logs' 32-MiB tables are laid out as in `wirelat`: on 4-KiB pages nearly
+/// every probe of them would also miss the TLB.
+#[cfg(feature = "dpdk")]
+#[global_allocator]
+static ALLOCATOR: wirelat_dataplane::dpdk::HugePageAlloc = wirelat_dataplane::dpdk::HugePageAlloc;
 
 /// Ten flat samples of about a second each: long against the scheduler tick.
 fn long_samples(g: &mut criterion::BenchmarkGroup<'_, ThreadCpu>) {
@@ -318,7 +326,81 @@ fn bench_harvest(c: &mut Criterion<ThreadCpu>, trace: &Trace) {
     g.finish();
 }
 
+/// The flow logs' part of the harvest in `scripts/control-cost.sh`'s regime (`LOAD=replicas`,
+/// eight workers): each of 8 shards holds `FLOWS` distinct flows in a set of the point's
+/// capacity (2²¹ flows, a 32-MiB table, as each worker's shard has), drained into the
+/// accumulator as `Lds::drain_all` drains them (the first taken, the rest merged, each cleared),
+/// then the accumulator's flow list encoded. About 52 000 flows a shard is what a 100-ms epoch
+/// of the control-cost trace gives each worker per direction.
+fn bench_flow_merge(c: &mut Criterion<ThreadCpu>) {
+    const SHARDS: usize = 8;
+    const FLOWS: u64 = 52_000;
+    const CAPACITY: u32 = 1 << 21;
+    let mix = |mut x: u64| {
+        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^ (x >> 31)
+    };
+    let shards: Vec<FlowSet> = (0..SHARDS as u64)
+        .map(|s| {
+            let mut set = FlowSet::new(CAPACITY);
+            for i in 0..FLOWS {
+                let n = s * FLOWS + i;
+                let mut key = FlowKey {
+                    ip_version: 4,
+                    protocol: 6,
+                    src_port: n as u16,
+                    dst_port: 443,
+                    ..FlowKey::default()
+                };
+                key.src_addr[10] = 0xff;
+                key.src_addr[11] = 0xff;
+                key.src_addr[12..].copy_from_slice(&(n as u32).to_be_bytes());
+                key.dst_addr = key.src_addr;
+                set.record(&key, mix(n), wirelat_dataplane::packet::Encap::NONE);
+            }
+            set
+        })
+        .collect();
+    let mut g = c.benchmark_group("lds_flow_merge_8x52k");
+    long_samples(&mut g);
+    g.throughput(Throughput::Elements(SHARDS as u64 * FLOWS));
+    // An accumulator that has held an epoch, as the harvest's has: its pages are mapped.
+    let mut acc = FlowSet::new(CAPACITY);
+    for s in &shards {
+        acc.merge(s);
+    }
+    g.bench_function("drain", |b| {
+        b.iter_batched(
+            || (acc.clone(), shards.clone()),
+            |(mut a, mut ss)| {
+                let (first, rest) = ss.split_first_mut().expect("shards");
+                a.take_from(first);
+                for s in rest.iter_mut() {
+                    a.merge(s);
+                    s.clear();
+                }
+                (a, ss)
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    let merged = acc;
+    let mut body = Vec::new();
+    g.bench_function("encode", |b| {
+        b.iter(|| {
+            body.clear();
+            merged.encode(&mut Writer::new(&mut body));
+            black_box(body.len())
+        })
+    });
+    g.finish();
+}
+
 fn benches(c: &mut Criterion<ThreadCpu>) {
+    if std::env::var_os("BENCH_LDS_FLOW_MERGE_ONLY").is_some() {
+        return bench_flow_merge(c);
+    }
     let trace = Trace::generate(&TraceConfig::s1(1)).expect("S1 parameters are valid");
     if std::env::var_os("BENCH_LDS_HARVEST_ONLY").is_some() {
         return bench_harvest(c, &trace);
@@ -327,6 +409,7 @@ fn benches(c: &mut Criterion<ThreadCpu>) {
     bench_update(c, &trace, &pkts);
     bench_epoch(c, &trace);
     bench_harvest(c, &trace);
+    bench_flow_merge(c);
 }
 
 criterion_group! {
