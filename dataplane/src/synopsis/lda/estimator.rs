@@ -43,7 +43,7 @@ use crate::synopsis::Synopsis;
 use crate::synopsis::SynopsisConfig;
 use crate::synopsis::codec::DecodeError;
 use crate::synopsis::estimate::{Estimate, Measured, NoEstimate};
-use crate::synopsis::moment::{self, Group, Partition};
+use crate::synopsis::moment::{self, Group, Partition, Population};
 use serde::Serialize;
 use thiserror::Error;
 
@@ -389,7 +389,7 @@ pub fn estimate_with_confidence(
     r.std_dev = if r.samples == 0 {
         Err(none_usable)
     } else {
-        moment::std_dev(&[(Partition::of(&groups), &groups)], 1, confidence)
+        moment::std_dev(&[(Partition::of(&groups), &groups)], 1, confidence, Population::Distribution)
     };
 
     // The interval uses the group-moment σ̂ (it is never clamped).

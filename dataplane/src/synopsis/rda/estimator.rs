@@ -12,7 +12,7 @@ use super::cache::{EXCLUDED, TimestampSource};
 use super::config::StdDevEstimator;
 use super::peel::{Difference, PeelGuards, Peeled, Side};
 use crate::synopsis::estimate::{Estimate, Measured, NoEstimate};
-use crate::synopsis::moment::{self, Group, Partition};
+use crate::synopsis::moment::{self, Group, Partition, Population};
 
 /// Level of the bucket-moment σ̂'s interval: the 98 % of LDA's mean interval.
 pub const STD_DEV_CONFIDENCE: f64 = 0.98;
@@ -227,7 +227,12 @@ pub fn bucket_moment(sender: &Banks, receiver: &Banks, confidence: f64) -> Measu
         })
         .collect();
     let parts: Vec<(Partition, &[Group])> = banks.iter().map(|g| (Partition::of(g), g.as_slice())).collect();
-    moment::std_dev(&parts, parts.len(), confidence)
+    // The σ reported is that of the packets both points saw (spec §1.4, P20). After a complete
+    // decode every bank's useful buckets hold all of them; after an incomplete one the largest
+    // bank's packets stand in for their number (a little low, so σ̂ a little low by about
+    // 1/(2S) − 1/(2N), when S is large anyway: incomplete decodes need many differences).
+    let common = parts.iter().map(|(p, _)| p.packets).max().unwrap_or(0);
+    moment::std_dev(&parts, parts.len(), confidence, Population::Of(common))
 }
 
 /// [`RdaReport::lost_bounds`] from the repaired banks and the decoded lost count.

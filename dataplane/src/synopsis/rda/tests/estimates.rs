@@ -233,3 +233,30 @@ fn incomplete_decodes_bound_the_loss_instead_of_counting_part_of_it() {
     }
     assert!(incomplete >= 4, "{incomplete}");
 }
+
+#[test]
+fn std_dev_is_the_population_sigma_of_a_few_common_packets() {
+    // Spec §1.4 and P20: σ² = (1/N) Σ x² − μ² over the N packets both points saw. With a
+    // handful of packets in 2 × 4 096 buckets, each is alone in its bucket in both banks, and
+    // then the bucket moment gives that σ exactly (`moment::Population::Of`); the sample form
+    // it gave before is √(N/(N − 1)) times it (√2 for two packets, how the captures found it).
+    let cfg = online(2, 4096, 1_000);
+    for delays in [
+        vec![10_000u64, 12_000],
+        vec![10_000, 12_000, 17_000],
+        vec![3_000, 5_000, 5_000, 8_000, 13_000, 21_000, 34_000],
+    ] {
+        let sender: Vec<Seen> = (0..delays.len() as u64)
+            .map(|i| seen(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 1), 1_000_000 + 1_000 * i))
+            .collect();
+        let receiver: Vec<Seen> = sender.iter().zip(&delays).map(|(s, d)| seen(s.id, s.ts_ns + d)).collect();
+        let r = run(&cfg, &sender, &receiver, &PeelGuards::default());
+        assert!(r.reconciliation.complete);
+        let n = delays.len() as f64;
+        let mean = delays.iter().sum::<u64>() as f64 / n;
+        let sigma = (delays.iter().map(|&d| (d as f64 - mean).powi(2)).sum::<f64>() / n).sqrt();
+        assert_eq!(r.mean_ns.as_ref().unwrap().value, mean);
+        let sd = r.std_dev_ns.as_ref().unwrap().value;
+        assert!((sd - sigma).abs() <= 1e-9 * sigma, "{delays:?}: σ̂ {sd} against the population σ {sigma}");
+    }
+}
