@@ -19,8 +19,8 @@
 //!
 //! Which σ: the above is the variance of the distribution the delays are drawn from. RDA reports
 //! the population σ of the N packets both points saw (spec §1.4 and P20: σ² = (1/N) Σ x² − μ²,
-//! the ground truth's ddof = 0), a finite population, and its groups hold a hash-random subset of
-//! those N. Drawn without replacement from N values, two delays have covariance −σ_N²/(N − 1);
+//! the ground truth's ddof = 0), and so does LDA (lda.md: the population sd of the received
+//! delays): a finite population, of which the groups hold a hash-random subset. Drawn without replacement from N values, two delays have covariance −σ_N²/(N − 1);
 //! Σ_g (D_g − c_g·μ̂)² is a quadratic form unchanged by a common shift of the delays, so its
 //! expectation is that of i.i.d. delays of variance σ_N² + σ_N²/(N − 1):
 //!
@@ -54,12 +54,11 @@ pub const MIN_INTERVAL_GROUPS: u64 = 30;
 /// The variance σ̂² estimates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Population {
-    /// The variance of the distribution the delays are drawn from (LDA's σ̂: its population,
-    /// the received packets, is known only by estimate where every bank samples; for a small
-    /// epoch this is √(N/(N − 1)) times the population σ, as above).
+    /// The variance of the distribution the delays are drawn from: for a small epoch
+    /// √(N/(N − 1)) times the population σ, as above.
     Distribution,
     /// The population variance (ddof = 0) of these many packets, of which the groups hold a
-    /// hash-random subset (RDA: the packets both points saw).
+    /// hash-random subset (LDA and RDA: the packets both points saw).
     Of(u64),
 }
 

@@ -389,7 +389,12 @@ pub fn estimate_with_confidence(
     r.std_dev = if r.samples == 0 {
         Err(none_usable)
     } else {
-        moment::std_dev(&[(Partition::of(&groups), &groups)], 1, confidence, Population::Distribution)
+        // The σ asked for is that of the packets both points saw (the ground truth's, ddof = 0);
+        // the usable cells hold a hash-chosen subset of them. Their number is the smaller of
+        // the two unsampled counts (exact when both points cover the same packets), and never
+        // below the packets the usable cells hold.
+        let common = sender.total_packets().min(receiver.total_packets()).max(r.samples);
+        moment::std_dev(&[(Partition::of(&groups), &groups)], 1, confidence, Population::Of(common))
     };
 
     // The interval uses the group-moment σ̂ (it is never clamped).

@@ -82,9 +82,10 @@ fn paper_figure_2() {
     assert!(r.variance_clamped);
     assert_eq!(r.paper_std_dev.clone().unwrap().value, 0.0);
     // The group moment over the three usable cells (60, 5), (22, 2), (8, 1) about D = 11.25:
-    // residuals 3.75, −0.5, −3.25; Σ r² = 24.875 over S − Σc²/S = 8 − 30/8 = 4.25.
+    // residuals 3.75, −0.5, −3.25; Σ r² = 24.875 over S − Σc²/S = 8 − 30/8 = 4.25, times
+    // (N − 1)/N = 16/17 for the population of N = min(18, 17) packets both points saw.
     let sd = r.std_dev.clone().unwrap();
-    assert!((sd.value - (24.875f64 / 4.25).sqrt()).abs() < 1e-12, "{sd:?}");
+    assert!((sd.value - (24.875f64 / 4.25 * 16.0 / 17.0).sqrt()).abs() < 1e-12, "{sd:?}");
     assert!(d.interval.is_some(), "the group moment is never clamped: the mean has its interval");
     assert_eq!(r.anomalous_cells, 0);
     assert_eq!(r.banks[0].usable_cells, 3);
@@ -146,6 +147,37 @@ fn one_packet_per_bucket_makes_f_exact() {
     let iv = rep.mean_delay.unwrap().interval.unwrap();
     let h = sizing::confidence_half_width(rep.std_dev.unwrap().value, 300, 0.98).unwrap();
     assert!(((iv.high - iv.low) / 2.0 - h).abs() <= 1e-6 * h);
+}
+
+#[test]
+fn a_few_packets_alone_in_their_cells_get_their_population_sd() {
+    // The ground truth's σ is the population sd (ddof = 0) of the packets both points saw. With
+    // p = 1 and each packet alone in its cell, every one is a group of its own, and σ̂ (the
+    // group moment times (N − 1)/N, `moment::Population::Of`) is that sd exactly; without the
+    // factor it was √(N/(N − 1)) times it (√2 for two packets).
+    let cfg = LdaConfig::single_bank(1 << 12, 1.0, 31);
+    let probe = lda(&cfg);
+    for delays in [
+        vec![10_000u64, 12_000],
+        vec![10_000, 12_000, 17_000],
+        vec![3_000, 5_000, 5_000, 8_000, 13_000, 21_000, 34_000],
+    ] {
+        let (mut used, mut packets, mut id) = (std::collections::HashSet::new(), Vec::new(), 0u64);
+        while packets.len() < delays.len() {
+            id += 1;
+            if used.insert(probe.locate(id).unwrap().row) {
+                let a = 1_000_000 * id;
+                packets.push((id, a, Some(a + delays[packets.len()])));
+            }
+        }
+        let (a, b) = feed(&cfg, &packets);
+        let rep = estimate(&a, &b).unwrap();
+        let n = delays.len() as f64;
+        let mean = delays.iter().sum::<u64>() as f64 / n;
+        let sd = (delays.iter().map(|&d| (d as f64 - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let got = rep.std_dev.unwrap().value;
+        assert!((got - sd).abs() <= 1e-9 * sd, "{delays:?}: σ̂ {got} against the population sd {sd}");
+    }
 }
 
 #[test]
