@@ -20,9 +20,10 @@
 //! Which σ: the above is the variance of the distribution the delays are drawn from. RDA reports
 //! the population σ of the N packets both points saw (spec §1.4 and P20: σ² = (1/N) Σ x² − μ²,
 //! the ground truth's ddof = 0), and so does LDA (lda.md: the population sd of the received
-//! delays): a finite population, of which the groups hold a hash-random subset. Drawn without replacement from N values, two delays have covariance −σ_N²/(N − 1);
-//! Σ_g (D_g − c_g·μ̂)² is a quadratic form unchanged by a common shift of the delays, so its
-//! expectation is that of i.i.d. delays of variance σ_N² + σ_N²/(N − 1):
+//! delays): a finite population, of which the groups hold a hash-random subset. Drawn without
+//! replacement from N values, two delays have covariance −σ_N²/(N − 1); Σ_g (D_g − c_g·μ̂)² is
+//! a quadratic form unchanged by a common shift of the delays, so its expectation is that of
+//! i.i.d. delays of variance σ_N² + σ_N²/(N − 1):
 //!
 //! ```text
 //! E[Σ_g (D_g − c_g·μ̂)²] = σ_N² · N/(N − 1) · (S − Σ_g c_g² / S)
