@@ -336,11 +336,6 @@ fn bench_flow_merge(c: &mut Criterion<ThreadCpu>) {
     const SHARDS: usize = 8;
     const FLOWS: u64 = 52_000;
     const CAPACITY: u32 = 1 << 21;
-    let mix = |mut x: u64| {
-        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^ (x >> 31)
-    };
     let shards: Vec<FlowSet> = (0..SHARDS as u64)
         .map(|s| {
             let mut set = FlowSet::new(CAPACITY);
@@ -357,7 +352,11 @@ fn bench_flow_merge(c: &mut Criterion<ThreadCpu>) {
                 key.src_addr[11] = 0xff;
                 key.src_addr[12..].copy_from_slice(&(n as u32).to_be_bytes());
                 key.dst_addr = key.src_addr;
-                set.record(&key, mix(n), wirelat_dataplane::packet::Encap::NONE);
+                set.record(
+                    &key,
+                    wirelat_dataplane::synopsis::hash::mix64(n),
+                    wirelat_dataplane::packet::Encap::NONE,
+                );
             }
             set
         })

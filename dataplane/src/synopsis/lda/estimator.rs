@@ -393,7 +393,7 @@ pub fn estimate_with_confidence(
         // the usable cells hold a hash-chosen subset of them. Their number is the smaller of
         // the two unsampled counts (exact when both points cover the same packets), and never
         // below the packets the usable cells hold.
-        let common = sender.total_packets().min(receiver.total_packets()).max(r.samples);
+        let common = r.sent_packets.min(r.received_packets).max(r.samples);
         moment::std_dev(&[(Partition::of(&groups), &groups)], 1, confidence, Population::Of(common))
     };
 
