@@ -39,7 +39,8 @@ pub struct PacketConfig {
     /// the stores that built its input; see [`super::identity`]). Shorter payloads are
     /// zero-padded. Must be equal at every point of a segment.
     pub payload_prefix_bytes: usize,
-    /// Which request/response classifiers run (for the fridge).
+    /// Which request/response classifiers run (for the fridge; a pipeline without one turns
+    /// them all off, [`crate::pipeline::Pipeline::new`]).
     pub classify: ClassifierConfig,
     /// Which encapsulations are walked to the measured packet (see [`super::encap`]).
     pub encap: EncapConfig,
@@ -78,6 +79,12 @@ impl Default for ClassifierConfig {
 }
 
 impl ClassifierConfig {
+    /// Every classifier off (the DNS ports kept): what the packet layer runs with when no
+    /// synopsis reads the classification.
+    pub fn off(&self) -> Self {
+        Self { tcp_handshake: false, dns: false, tcp_data: false, dns_ports: self.dns_ports.clone() }
+    }
+
     /// True when `port` is a configured DNS port.
     #[inline(always)]
     pub(crate) fn is_dns_port(&self, port: u16) -> bool {

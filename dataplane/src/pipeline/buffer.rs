@@ -43,6 +43,14 @@ macro_rules! define_buffer {
             $(#[doc = $od] pub $o: Option<<$ot as Synopsis>::Carry>,)*
         }
 
+        impl WorkerCarry {
+            /// True when a one-point synopsis is enabled: those are the request/response
+            /// synopses (the fridge), the only readers of a packet's [`crate::packet::Exchange`].
+            pub fn reads_exchanges(&self) -> bool {
+                false $(|| self.$o.is_some())*
+            }
+        }
+
         /// Where one staged packet lands in each synopsis ([`Synopsis::Location`]); filled in
         /// by the staging pass, `Default` when not located. A function of the configurations
         /// only, which every buffer of a worker's ring shares.

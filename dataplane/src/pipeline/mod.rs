@@ -127,12 +127,19 @@ pub struct Pipeline {
 impl Pipeline {
     /// A pipeline writing into `writer` (see [`crate::epoch::EpochLink::new`]); `carry` is the
     /// one-point synopses' worker-lifetime state ([`SynopsisSet::new_carry`]).
+    ///
+    /// Without a one-point synopsis (the fridge) the request/response classifiers are turned
+    /// off: nothing else reads what they find, and on 64-byte SYN/UDP traffic the TCP one alone
+    /// was 8 % of the packet layer's time (BENCHMARKS.md, W17 twenty-fifth session).
     pub fn new(
-        packet: PacketConfig,
+        mut packet: PacketConfig,
         writer: EpochWriter<EpochSynopses>,
         carry: WorkerCarry,
         policy: OverrunPolicy,
     ) -> Self {
+        if !carry.reads_exchanges() {
+            packet.classify = packet.classify.off();
+        }
         Self {
             packet,
             packets: PacketCounters::default(),

@@ -156,13 +156,11 @@ fn encodings(e: &EpochSynopses) -> Vec<Vec<u8>> {
 
 /// The fridge's per-epoch sample counters and per-bin sample counts. Its Σc are floats (summed
 /// in another order by another number of workers they may differ in the last bits), and its
-/// request-gap sum (counter 1) is per worker by nature.
+/// request-gap sum (counter 1) is per worker by nature. None without a fridge.
 fn fridge_counts(e: &EpochSynopses) -> Vec<(Vec<u64>, Vec<u64>)> {
     e.fridge
-        .as_ref()
-        .unwrap()
-        .kinds()
         .iter()
+        .flat_map(|f| f.kinds())
         .map(|k| {
             let mut c = k.counters.to_array().to_vec();
             c.remove(1);
@@ -352,4 +350,60 @@ fn backing_a_buffer_backs_rda_and_lds_logs_of_both_directions_once() {
         "backing two 14-MiB LDS flow logs took only {first} page faults: were they written?"
     );
     assert!(again <= 2, "{again} page faults backing an already backed buffer");
+}
+
+/// The classifiers run only where a synopsis reads what they find: without the fridge the
+/// pipeline turns them off (a TCP SYN costs no pairing id), with it they stay as configured,
+/// and the two-point synopses measure the same either way.
+#[test]
+fn classifiers_run_only_for_the_fridge() {
+    let pipeline = |set: &SynopsisSet| {
+        let template = EpochSynopses::new(set).unwrap();
+        let (_link, writer) =
+            EpochLink::new(2, EpochClock::new(1_000_000).unwrap(), move || template.clone());
+        Pipeline::new(PacketConfig::default(), writer, set.new_carry(), OverrunPolicy::Wait)
+    };
+    let mut two_point = all_five();
+    two_point.fridge = None;
+    let off = pipeline(&two_point);
+    assert!(!off.packet.classify.tcp_handshake && !off.packet.classify.dns && !off.packet.classify.tcp_data);
+    assert_eq!(off.packet.classify.dns_ports, PacketConfig::default().classify.dns_ports);
+    assert_eq!(off.packet.identity_seed, PacketConfig::default().identity_seed);
+    let on = pipeline(&all_five());
+    assert_eq!(on.packet, PacketConfig::default());
+
+    let packets = trace(40);
+    let without = run(&two_point, &packets, 2, 1_000_000);
+    let with = run(&all_five(), &packets, 2, 1_000_000);
+    assert!(!with.is_empty());
+    assert_eq!(with.keys().collect::<Vec<_>>(), without.keys().collect::<Vec<_>>());
+    for (epoch, w) in &with {
+        let o = &without[epoch];
+        for d in Direction::BOTH {
+            let (a, b) = (w.direction(d), o.direction(d));
+            assert_eq!(a.measured, b.measured, "epoch {epoch}");
+            assert_eq!(
+                a.lda.as_ref().map(Synopsis::encode),
+                b.lda.as_ref().map(Synopsis::encode),
+                "epoch {epoch}"
+            );
+            assert_eq!(
+                a.rda.as_ref().map(Synopsis::encode),
+                b.rda.as_ref().map(Synopsis::encode),
+                "epoch {epoch}"
+            );
+            assert_eq!(
+                a.lds.as_ref().map(Synopsis::encode),
+                b.lds.as_ref().map(Synopsis::encode),
+                "epoch {epoch}"
+            );
+            assert_eq!(
+                a.colate.as_ref().map(Synopsis::encode),
+                b.colate.as_ref().map(Synopsis::encode),
+                "epoch {epoch}"
+            );
+        }
+    }
+    // The fridge did classify the handshakes: its counts are not all zero.
+    assert!(with.values().any(|e| fridge_counts(e).iter().any(|(a, b)| a.iter().chain(b).any(|n| *n > 0))));
 }
