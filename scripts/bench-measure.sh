@@ -6,6 +6,7 @@
 #   scripts/bench-measure.sh   # env: BENCH_SECONDS=8 BENCH_ROUNDS=3 BENCH_MAIN_CORE=0 BENCH_WORKER_CORE=1
 #                              #      BENCH_TRAFFIC="64 mixed" BENCH_SINGLE=1 (0: skip the per-synopsis runs)
 #                              #      BENCH_HUGE=0 (1: EAL memory on 2-MiB hugepages, as in production)
+#                              #      BENCH_BIN=target/release/wirelat (another build's binary, for before/after)
 #
 # Devices, identical for the three programs: port 0 = DPDK's pcap device replaying a generated
 # pcap from memory endlessly (`infinite_rx=1`: real, parseable frames; its tx drops), port 1 =
@@ -35,6 +36,7 @@ MBUFS=65535
 
 command -v dpdk-testpmd >/dev/null || { echo "dpdk-testpmd missing: run scripts/setup.sh" >&2; exit 1; }
 cargo build --release --quiet
+WIRELAT_BIN=${BENCH_BIN:-./target/release/wirelat}
 cargo build --release --quiet --example bench_pcap
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -145,7 +147,7 @@ check_rda_capacity() { # $1 = synopses
 run_wirelat() { # $1 = pcap, $2 = synopses
     write_config "$1" "$2"
     rm -f "$tmp/epochs.jsonl"
-    RUST_LOG=info ./target/release/wirelat run --config "$tmp/bench.toml" >"$tmp/wirelat.out" 2>"$tmp/wirelat.log" || true
+    RUST_LOG=info "$WIRELAT_BIN" run --config "$tmp/bench.toml" >"$tmp/wirelat.out" 2>"$tmp/wirelat.log" || true
     check_rda_capacity "$2"
     { grep 'label="interval"' "$tmp/wirelat.log" || true; } | { grep 'port counters' || true; } |
         { grep -o 'tx_pps=[0-9]*' || true; } | cut -d= -f2 | rates_of_pairs
