@@ -44,6 +44,16 @@ pub struct PacketConfig {
     pub classify: ClassifierConfig,
     /// Which encapsulations are walked to the measured packet (see [`super::encap`]).
     pub encap: EncapConfig,
+    /// Whether measurements carry the flow hash and the packet identity (else both are 0).
+    /// Not a setting: never read from or written to a file. A pipeline whose synopses are all
+    /// one-point turns it off ([`crate::pipeline::Pipeline::new`]): the fridge pairs by its
+    /// exchange ids and reads neither hash, which are about an eighth of the packet layer.
+    #[serde(skip, default = "hashes_on")]
+    pub hashes: bool,
+}
+
+fn hashes_on() -> bool {
+    true
 }
 
 impl Default for PacketConfig {
@@ -53,6 +63,7 @@ impl Default for PacketConfig {
             payload_prefix_bytes: DEFAULT_PAYLOAD_PREFIX_BYTES,
             classify: ClassifierConfig::default(),
             encap: EncapConfig::default(),
+            hashes: true,
         }
     }
 }

@@ -33,9 +33,9 @@ pub const PROTOCOL_UDP: u8 = 17;
 pub struct Measurement {
     /// The directional 5-tuple.
     pub flow: FlowKey,
-    /// `flow.hash(identity_seed)`.
+    /// `flow.hash(identity_seed)` (0 when [`PacketConfig::hashes`] is off).
     pub flow_hash: u64,
-    /// The packet identity (see [`super::identity`]).
+    /// The packet identity (see [`super::identity`]; 0 when [`PacketConfig::hashes`] is off).
     pub identity: u64,
     /// Request/response classification, when a classifier recognised the packet.
     pub exchange: Option<Exchange>,
@@ -204,15 +204,15 @@ impl Network<'_> {
 }
 
 #[inline(always)]
-fn finish(h: &InvariantHeader, payload: &[u8], prefix: usize, seed: u64, x: Option<Exchange>) -> Measurement {
-    let (flow_hash, identity) = h.hashes(payload, prefix, seed);
+fn finish(h: &InvariantHeader, payload: &[u8], cfg: &PacketConfig, x: Option<Exchange>) -> Measurement {
+    let (flow_hash, identity) =
+        if cfg.hashes { h.hashes(payload, cfg.prefix_len(), cfg.identity_seed) } else { (0, 0) };
     Measurement { flow: h.flow(), flow_hash, identity, exchange: x, encap: Encap::NONE }
 }
 
 #[inline(always)]
 fn transport(net: &Network<'_>, cfg: &PacketConfig) -> Result<Measurement, SkipReason> {
     let seed = cfg.identity_seed;
-    let prefix = cfg.prefix_len();
     // The IP packet is complete here, so a transport header that does not fit is malformed.
     // Header bytes are copied as they are on the wire (little-endian reads, no byte swaps).
     match net.protocol {
@@ -227,7 +227,7 @@ fn transport(net: &Network<'_>, cfg: &PacketConfig) -> Result<Measurement, SkipR
             } else {
                 None
             };
-            Ok(finish(&header, seg.payload(), prefix, seed, exchange))
+            Ok(finish(&header, seg.payload(), cfg, exchange))
         }
         PROTOCOL_UDP => {
             let dgram = UdpDatagram::new_checked(net.upper).map_err(|_| SkipReason::Malformed)?;
@@ -238,16 +238,16 @@ fn transport(net: &Network<'_>, cfg: &PacketConfig) -> Result<Measurement, SkipR
             } else {
                 None
             };
-            Ok(finish(&header, dgram.payload(), prefix, seed, exchange))
+            Ok(finish(&header, dgram.payload(), cfg, exchange))
         }
         icmp::PROTOCOL_ICMP | icmp::PROTOCOL_ICMPV6 => {
             let msg = IcmpMessage::new_checked(net.upper).map_err(|_| SkipReason::Malformed)?;
             let h = msg.header();
             // Type, code (bytes 0..2) and the rest of header (4..8); the checksum left out.
             let fields = u64::from(le16::<0, 8>(h)) | (u64::from(le32::<4, 8>(h)) << 16);
-            Ok(finish(&net.header(0, [fields, 0], 0), msg.payload(), prefix, seed, None))
+            Ok(finish(&net.header(0, [fields, 0], 0), msg.payload(), cfg, None))
         }
-        _ => Ok(finish(&net.header(0, [0, 0], 0), net.upper, prefix, seed, None)),
+        _ => Ok(finish(&net.header(0, [0, 0], 0), net.upper, cfg, None)),
     }
 }
 

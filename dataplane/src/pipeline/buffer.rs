@@ -43,6 +43,13 @@ macro_rules! define_buffer {
             $(#[doc = $od] pub $o: Option<<$ot as Synopsis>::Carry>,)*
         }
 
+        impl DirectionSynopses {
+            /// True when at least one two-point synopsis is enabled.
+            pub fn any_enabled(&self) -> bool {
+                false $(|| self.$t.is_some())*
+            }
+        }
+
         impl WorkerCarry {
             /// True when a one-point synopsis is enabled: those are the request/response
             /// synopses (the fridge), the only readers of a packet's [`crate::packet::Exchange`].
@@ -275,6 +282,12 @@ impl EpochSynopses {
             Direction::Forward => &self.forward,
             Direction::Reverse => &self.reverse,
         }
+    }
+
+    /// True when a two-point synopsis is enabled: the only readers of a packet's flow hash
+    /// and identity.
+    pub fn measures_two_points(&self) -> bool {
+        self.forward.any_enabled() || self.reverse.any_enabled()
     }
 
     /// The synopses of `d`, mutably.

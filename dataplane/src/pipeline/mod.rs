@@ -128,9 +128,13 @@ impl Pipeline {
     /// A pipeline writing into `writer` (see [`crate::epoch::EpochLink::new`]); `carry` is the
     /// one-point synopses' worker-lifetime state ([`SynopsisSet::new_carry`]).
     ///
-    /// Without a one-point synopsis (the fridge) the request/response classifiers are turned
-    /// off: nothing else reads what they find, and on 64-byte SYN/UDP traffic the TCP one alone
-    /// was 8 % of the packet layer's time (BENCHMARKS.md, W17 twenty-fifth session).
+    /// The packet layer does only what the enabled synopses read (BENCHMARKS.md, W17
+    /// twenty-fifth session):
+    /// - without a one-point synopsis (the fridge) the request/response classifiers are off:
+    ///   nothing else reads what they find, and on 64-byte SYN/UDP traffic the TCP one alone
+    ///   was 8 % of the packet layer's time;
+    /// - without a two-point synopsis the flow hash and the packet identity are not computed
+    ///   ([`PacketConfig::hashes`]): the fridge pairs by its own exchange ids.
     pub fn new(
         mut packet: PacketConfig,
         writer: EpochWriter<EpochSynopses>,
@@ -139,6 +143,10 @@ impl Pipeline {
     ) -> Self {
         if !carry.reads_exchanges() {
             packet.classify = packet.classify.off();
+        }
+        // The ring's buffers share one set of synopses; the first is there from construction.
+        if writer.current().is_some_and(|b| !b.measures_two_points()) {
+            packet.hashes = false;
         }
         Self {
             packet,

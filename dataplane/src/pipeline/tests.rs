@@ -2,12 +2,12 @@ use super::*;
 use crate::epoch::{EpochBuffer, EpochClock, EpochLink};
 use crate::packet::synth::{FrameSpec, IpSpec, L4Spec};
 use crate::packet::tcp::flags;
-use crate::synopsis::Synopsis;
 use crate::synopsis::colate::ColateConfig;
 use crate::synopsis::fridge::FridgeConfig;
 use crate::synopsis::lda::LdaConfig;
 use crate::synopsis::lds::LdsConfig;
 use crate::synopsis::rda::RdaConfig;
+use crate::synopsis::{Synopsis, SynopsisKind};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -142,14 +142,15 @@ fn run(set: &SynopsisSet, packets: &[(usize, u64, Vec<u8>)], workers: usize, epo
     merged
 }
 
+/// The enabled two-point synopses' encodings, both directions.
 fn encodings(e: &EpochSynopses) -> Vec<Vec<u8>> {
     let mut v = Vec::new();
     for d in Direction::BOTH {
         let s = e.direction(d);
-        v.push(s.lda.as_ref().unwrap().encode());
-        v.push(s.lds.as_ref().unwrap().encode());
-        v.push(s.rda.as_ref().unwrap().encode());
-        v.push(s.colate.as_ref().unwrap().encode());
+        v.extend(s.lda.as_ref().map(Synopsis::encode));
+        v.extend(s.lds.as_ref().map(Synopsis::encode));
+        v.extend(s.rda.as_ref().map(Synopsis::encode));
+        v.extend(s.colate.as_ref().map(Synopsis::encode));
     }
     v
 }
@@ -406,4 +407,47 @@ fn classifiers_run_only_for_the_fridge() {
     }
     // The fridge did classify the handshakes: its counts are not all zero.
     assert!(with.values().any(|e| fridge_counts(e).iter().any(|(a, b)| a.iter().chain(b).any(|n| *n > 0))));
+}
+
+/// The flow hash and the packet identity are computed only where a two-point synopsis reads
+/// them: a fridge alone runs without them and measures exactly what it measures beside the
+/// others.
+#[test]
+fn hashes_are_computed_only_for_two_point_synopses() {
+    let pipeline = |set: &SynopsisSet| {
+        let template = EpochSynopses::new(set).unwrap();
+        let (_link, writer) =
+            EpochLink::new(2, EpochClock::new(1_000_000).unwrap(), move || template.clone());
+        Pipeline::new(PacketConfig::default(), writer, set.new_carry(), OverrunPolicy::Wait)
+    };
+    let fridge_only = SynopsisSet { fridge: Some(FridgeConfig::default()), ..SynopsisSet::default() };
+    assert!(!pipeline(&fridge_only).packet.hashes);
+    assert!(pipeline(&fridge_only).packet.classify.tcp_handshake);
+    assert!(pipeline(&all_five()).packet.hashes);
+    for kind in [SynopsisKind::Lda, SynopsisKind::Lds, SynopsisKind::Rda, SynopsisKind::Colate] {
+        let mut one = all_five();
+        one.retain(|k| k == kind);
+        assert!(pipeline(&one).packet.hashes, "{kind:?}");
+    }
+    // A frame measured without the hashes carries 0 for both, and the same flow key.
+    let frame = &trace(1)[0].2;
+    let off = PacketConfig { hashes: false, ..PacketConfig::default() };
+    let mut counters = PacketCounters::default();
+    let (Inspection::Measured(a), Inspection::Measured(b)) = (
+        packet::inspect(frame, &PacketConfig::default(), &mut counters),
+        packet::inspect(frame, &off, &mut counters),
+    ) else {
+        panic!("the trace's first frame is measured")
+    };
+    assert_ne!((a.flow_hash, a.identity), (0, 0));
+    assert_eq!((b.flow_hash, b.identity, b.flow, b.exchange), (0, 0, a.flow, a.exchange));
+
+    let packets = trace(40);
+    let alone = run(&fridge_only, &packets, 2, 1_000_000);
+    let beside = run(&all_five(), &packets, 2, 1_000_000);
+    assert_eq!(alone.keys().collect::<Vec<_>>(), beside.keys().collect::<Vec<_>>());
+    for (epoch, e) in &alone {
+        assert_eq!(fridge_counts(e), fridge_counts(&beside[epoch]), "epoch {epoch}");
+    }
+    assert!(alone.values().any(|e| fridge_counts(e).iter().any(|(a, b)| a.iter().chain(b).any(|n| *n > 0))));
 }

@@ -87,7 +87,6 @@ pub(super) fn ipv4_at<const AT: usize>(frame: &[u8], cfg: &PacketConfig) -> Opti
         upper,
     };
     let seed = cfg.identity_seed;
-    let prefix = cfg.prefix_len();
     let (src_port, dst_port) = (be16::<L4, FIXED>(h), be16::<{ L4 + 2 }, FIXED>(h));
     match protocol {
         PROTOCOL_TCP => {
@@ -111,7 +110,7 @@ pub(super) fn ipv4_at<const AT: usize>(frame: &[u8], cfg: &PacketConfig) -> Opti
                 } else {
                     None
                 };
-            Some(finish(&header, payload, prefix, seed, exchange))
+            Some(finish(&header, payload, cfg, exchange))
         }
         PROTOCOL_UDP => {
             // A tunnel the walk opens (VXLAN, GTP-U) is the general parser's.
@@ -128,7 +127,7 @@ pub(super) fn ipv4_at<const AT: usize>(frame: &[u8], cfg: &PacketConfig) -> Opti
             } else {
                 None
             };
-            Some(finish(&header, payload, prefix, seed, exchange))
+            Some(finish(&header, payload, cfg, exchange))
         }
         _ => None,
     }
@@ -179,7 +178,6 @@ pub(super) fn untagged_ipv6(frame: &[u8], cfg: &PacketConfig) -> Option<Measurem
 #[inline(always)]
 fn transport(net: &Network<'_>, cfg: &PacketConfig) -> Option<Measurement> {
     let seed = cfg.identity_seed;
-    let prefix = cfg.prefix_len();
     let upper = net.upper;
     match net.protocol {
         PROTOCOL_TCP => {
@@ -202,7 +200,7 @@ fn transport(net: &Network<'_>, cfg: &PacketConfig) -> Option<Measurement> {
                 } else {
                     None
                 };
-            Some(finish(&header, payload, prefix, seed, exchange))
+            Some(finish(&header, payload, cfg, exchange))
         }
         PROTOCOL_UDP => {
             let h = upper.first_chunk::<UDP_LEN>()?;
@@ -220,7 +218,7 @@ fn transport(net: &Network<'_>, cfg: &PacketConfig) -> Option<Measurement> {
             } else {
                 None
             };
-            Some(finish(&header, payload, prefix, seed, exchange))
+            Some(finish(&header, payload, cfg, exchange))
         }
         _ => None,
     }
