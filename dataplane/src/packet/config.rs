@@ -47,7 +47,8 @@ pub struct PacketConfig {
     /// Whether measurements carry the flow hash and the packet identity (else both are 0).
     /// Not a setting: never read from or written to a file. A pipeline whose synopses are all
     /// one-point turns it off ([`crate::pipeline::Pipeline::new`]): the fridge pairs by its
-    /// exchange ids and reads neither hash, which are about an eighth of the packet layer.
+    /// exchange ids and reads neither hash, which cost about a third of the packet layer at
+    /// 64 B (BENCHMARKS.md, W17 twenty-fifth session).
     #[serde(skip, default = "hashes_on")]
     pub hashes: bool,
 }
