@@ -384,6 +384,18 @@ fn bench_flow_merge(c: &mut Criterion<ThreadCpu>) {
             BatchSize::LargeInput,
         )
     });
+    // The harvest's way since the twenty-seventh session: the lists appended, no table probed.
+    g.bench_function("gather", |b| {
+        b.iter_batched(
+            || (acc.clone(), shards.clone()),
+            |(mut a, mut ss)| {
+                let mut sets: Vec<&mut FlowSet> = ss.iter_mut().collect();
+                assert!(a.gather(&mut sets));
+                (a, ss)
+            },
+            BatchSize::LargeInput,
+        )
+    });
     let merged = acc;
     let mut body = Vec::new();
     g.bench_function("encode", |b| {

@@ -24,7 +24,8 @@ pub struct LdsHarvest {
     pub direction: &'static str,
     /// Packets the direction measured.
     pub measured: u64,
-    /// Flows in its flow log.
+    /// Flows in its flow log: entries of the workers' gathered lists, so a flow RSS moved to
+    /// another worker within the epoch counts once per worker ([`lds::FlowSet::gather`]).
     pub flows: usize,
     /// Packets of flows the log could not record.
     pub unrecorded_packets: u64,

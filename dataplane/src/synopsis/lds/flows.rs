@@ -16,6 +16,15 @@
 //! Each entry also keeps the encapsulation its first recorded packet arrived in (VLAN id, VNI,
 //! MPLS label, ...; `packet::Encap`): a flow attribute for the records, outside the flow key,
 //! so a flow seen plain at one point and inside a tunnel at the other is still one flow.
+//!
+//! The harvest **gathers** the workers' sets ([`FlowSet::gather`]): their entries are appended
+//! one after another, without the table, which is built again only if the set is written to or
+//! probed later. RSS gives each flow of a direction to one queue, so the workers' sets are
+//! disjoint and the gathered list is their union, in the order a merge would have listed it; a
+//! flow that two workers recorded in one epoch (RSS retargeted mid-epoch) is listed once per
+//! worker, and the decoder keeps its first entry, as a merge would have. The merge it replaces
+//! read and wrote a random line of a table larger than the caches per flow, most of the
+//! control thread's LDS time (BENCHMARKS.md, W17 twenty-seventh session).
 
 use crate::cpu::prefetch;
 use crate::packet::{Encap, EncapKind, FlowKey};
@@ -76,6 +85,10 @@ pub struct FlowSet {
     entries: Vec<FlowEntry>,
     /// Tag of the last recorded flow: consecutive packets of one flow skip the probe.
     last_tag: u64,
+    /// False after [`FlowSet::gather`]: `entries` are the gathered sets' lists, which `tags`
+    /// does not index and which may list a flow more than once (once per set that held it).
+    /// Whatever writes or probes the set indexes it first ([`FlowSet::index`]).
+    indexed: bool,
     unrecorded_packets: u64,
     /// Linear-counting bitmap over the flow hashes that did not fit (empty when capacity is 0).
     unrecorded_bitmap: Vec<u64>,
@@ -95,6 +108,7 @@ impl Clone for FlowSet {
             generation: self.generation,
             entries,
             last_tag: self.last_tag,
+            indexed: self.indexed,
             unrecorded_packets: self.unrecorded_packets,
             unrecorded_bitmap: self.unrecorded_bitmap.clone(),
         }
@@ -112,6 +126,7 @@ impl FlowSet {
             generation: 1,
             entries: Vec::with_capacity(capacity),
             last_tag: 0,
+            indexed: true,
             unrecorded_packets: 0,
             unrecorded_bitmap: if capacity == 0 { Vec::new() } else { vec![0; BITMAP_WORDS] },
         }
@@ -122,7 +137,8 @@ impl FlowSet {
         self.capacity
     }
 
-    /// Recorded flows.
+    /// Recorded flows: entries of the list, so a gathered set ([`FlowSet::gather`]) counts a
+    /// flow once per worker that recorded it (only where RSS moved a flow within an epoch).
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -132,7 +148,8 @@ impl FlowSet {
         self.entries.is_empty()
     }
 
-    /// The recorded flows, in the order they were first seen.
+    /// The recorded flows, in the order they were first seen (a gathered set: each set's in
+    /// turn, a flow repeated where two sets held it).
     pub fn entries(&self) -> &[FlowEntry] {
         &self.entries
     }
@@ -219,6 +236,9 @@ impl FlowSet {
         if self.capacity == 0 {
             return;
         }
+        if !self.indexed {
+            self.index();
+        }
         let tag = self.tag_of(flow_hash);
         if tag == self.last_tag {
             return;
@@ -236,6 +256,10 @@ impl FlowSet {
     pub fn contains(&self, flow_hash: u64) -> bool {
         if self.capacity == 0 {
             return false;
+        }
+        if !self.indexed {
+            let tag = self.tag_of(flow_hash);
+            return self.entries.iter().any(|e| self.tag_of(e.flow_hash) == tag);
         }
         let tag = self.tag_of(flow_hash);
         let mask = self.tags.len().wrapping_sub(1);
@@ -257,6 +281,9 @@ impl FlowSet {
     /// capacity), so the home slot of the flow [`PROBE_AHEAD`] entries on is hinted first:
     /// without it every insert waited for its own miss.
     pub fn merge(&mut self, other: &FlowSet) {
+        if !self.indexed {
+            self.index();
+        }
         for (k, e) in other.entries.iter().enumerate() {
             if let Some(ahead) = other.entries.get(k + PROBE_AHEAD) {
                 prefetch(self.slot_ptr(ahead.flow_hash));
@@ -285,7 +312,7 @@ impl FlowSet {
     /// zeroed first). The copy has the layout the inserts would give: merging into an empty
     /// table inserts `other`'s flows in `other`'s own order.
     pub fn take_from(&mut self, other: &mut FlowSet) {
-        let dense = other.entries.len() > other.tags.len() / COPY_SLOTS_PER_FLOW;
+        let dense = other.indexed && other.entries.len() > other.tags.len() / COPY_SLOTS_PER_FLOW;
         // The table's size follows from the capacity alone (`FlowSet::new`).
         if dense && self.capacity == other.capacity {
             // The copied slots are `other`'s, by its generations (none above its current one).
@@ -294,6 +321,7 @@ impl FlowSet {
             self.entries.clear();
             self.entries.extend_from_slice(&other.entries);
             self.last_tag = 0;
+            self.indexed = true;
             self.unrecorded_packets = other.unrecorded_packets;
             self.unrecorded_bitmap.clone_from(&other.unrecorded_bitmap);
         } else {
@@ -320,8 +348,85 @@ impl FlowSet {
         }
         self.entries.clear();
         self.last_tag = 0;
+        self.indexed = true;
         self.unrecorded_packets = 0;
         self.unrecorded_bitmap.fill(0);
+    }
+
+    /// Replaces this set's flows with the union of `sets`' and empties them, without indexing
+    /// the union: each set's entries are appended in turn, the counters added and the bitmaps
+    /// joined (see the [module docs](self)). False, and nothing changed, when a set has another
+    /// capacity or their entries together outnumber this set's capacity: then a flow may not
+    /// fit, which only inserting them one by one decides ([`FlowSet::take_from`] and
+    /// [`FlowSet::merge`] then). With every set disjoint the result equals those, entries in the
+    /// same order.
+    pub fn gather(&mut self, sets: &mut [&mut FlowSet]) -> bool {
+        let total = sets.iter().try_fold(0usize, |n, s| {
+            (s.capacity == self.capacity).then(|| n.saturating_add(s.entries.len()))
+        });
+        if total.is_none_or(|n| n > self.capacity) {
+            return false;
+        }
+        self.clear();
+        for s in sets.iter_mut() {
+            self.entries.extend_from_slice(&s.entries);
+            self.unrecorded_packets = self.unrecorded_packets.saturating_add(s.unrecorded_packets);
+            for (a, b) in self.unrecorded_bitmap.iter_mut().zip(&s.unrecorded_bitmap) {
+                *a |= *b;
+            }
+            s.clear();
+        }
+        // A single set's list is distinct already, but its table stays with it: only the
+        // empty list is indexed.
+        self.indexed = self.entries.is_empty();
+        true
+    }
+
+    /// Indexes a gathered list in place: the table is rebuilt from the entries, in order, and
+    /// a flow listed again is dropped (its first entry kept, as a merge would have). Nothing
+    /// can fail to fit: a gathered list never outnumbers the capacity.
+    #[cold]
+    #[inline(never)]
+    fn index(&mut self) {
+        let entries = std::mem::take(&mut self.entries);
+        let (packets, bitmap) = (self.unrecorded_packets, std::mem::take(&mut self.unrecorded_bitmap));
+        self.clear();
+        self.unrecorded_packets = packets;
+        self.unrecorded_bitmap = bitmap;
+        let mut entries = entries;
+        let mut kept = 0;
+        for k in 0..entries.len() {
+            let Some(&e) = entries.get(k) else { break };
+            if self.claim(e.flow_hash) {
+                if let Some(slot) = entries.get_mut(kept) {
+                    *slot = e;
+                }
+                kept += 1;
+            }
+        }
+        entries.truncate(kept);
+        self.entries = entries;
+        self.indexed = true;
+    }
+
+    /// Writes `flow_hash`'s tag into its slot: false when the flow is there already (or, never
+    /// for an indexed gathered list, the table has no free slot).
+    fn claim(&mut self, flow_hash: u64) -> bool {
+        let tag = self.tag_of(flow_hash);
+        let mask = self.tags.len().wrapping_sub(1);
+        let mut i = self.slot_of(tag);
+        for _ in 0..self.tags.len() {
+            let Some(t) = self.tags.get_mut(i) else { break };
+            if *t == tag {
+                return false;
+            }
+            if free(*t, self.generation) {
+                *t = tag;
+                return true;
+            }
+            i = (i + 1) & mask;
+        }
+        false
     }
 
     /// Writes the set: count (u32, ≤ capacity), unrecorded packets (u64), the bitmap words
@@ -402,13 +507,9 @@ impl FlowSet {
             })?;
             let encap = Encap::new(kind, r.u32()?);
             match set.insert(FlowEntry { key, flow_hash, encap }) {
-                InsertOutcome::Added => {}
-                InsertOutcome::Present => {
-                    return Err(DecodeError::Invalid {
-                        field: "lds.flows.entry",
-                        reason: format!("flow hash {flow_hash:#018x} appears twice"),
-                    });
-                }
+                // A gathered list names a flow once per worker that recorded it: the first
+                // entry stands, as a merge of the workers' sets would have kept it.
+                InsertOutcome::Added | InsertOutcome::Present => {}
                 InsertOutcome::Full => {
                     return Err(DecodeError::Invalid {
                         field: "lds.flows.count",
@@ -444,21 +545,24 @@ enum InsertOutcome {
 }
 
 /// Two sets are equal when they hold the same flows and counters, whatever their table layout
-/// (which depends on insertion order).
+/// (which depends on insertion order), and whether or not they were gathered: a gathered list
+/// counts as its flows' first entries.
 impl PartialEq for FlowSet {
     fn eq(&self, other: &Self) -> bool {
         if self.capacity != other.capacity
-            || self.entries.len() != other.entries.len()
             || self.unrecorded_packets != other.unrecorded_packets
             || self.unrecorded_bitmap != other.unrecorded_bitmap
         {
             return false;
         }
-        let mut a = self.entries.clone();
-        let mut b = other.entries.clone();
-        a.sort_unstable();
-        b.sort_unstable();
-        a == b
+        let distinct = |s: &FlowSet| {
+            let mut seen = std::collections::HashSet::new();
+            let mut v: Vec<FlowEntry> =
+                s.entries.iter().filter(|e| seen.insert(s.tag_of(e.flow_hash))).copied().collect();
+            v.sort_unstable();
+            v
+        };
+        distinct(self) == distinct(other)
     }
 }
 
@@ -750,7 +854,7 @@ mod tests {
             FlowSet::decode(1 << 24, &mut Reader::new(&lie)),
             Err(DecodeError::Truncated { .. })
         ));
-        // A bad address family and a duplicate entry are refused.
+        // A bad address family is refused.
         let header = 4 + 8 + BITMAP_WORDS * 8;
         let mut bad = out.clone();
         bad[header] = 5;
@@ -766,16 +870,123 @@ mod tests {
             FlowSet::decode(64, &mut Reader::new(&bad)),
             Err(DecodeError::Invalid { field: "lds.flows.encap", .. })
         ));
+        // A flow listed twice (as a gathered set lists one that two workers recorded) is one
+        // flow, its first entry kept.
         let mut two = FlowSet::new(4);
         two.record(&entry(1).key, entry(1).flow_hash, entry(1).encap);
         let mut buf = Vec::new();
         two.encode(&mut Writer::new(&mut buf));
-        let one_entry = buf[header..].to_vec();
+        let mut again = buf[header..].to_vec();
+        let last = again.len() - 1;
+        again[last] ^= 1;
         buf[0] = 2;
-        buf.extend_from_slice(&one_entry);
-        assert!(matches!(
-            FlowSet::decode(4, &mut Reader::new(&buf)),
-            Err(DecodeError::Invalid { field: "lds.flows.entry", .. })
-        ));
+        buf.extend_from_slice(&again);
+        let decoded = FlowSet::decode(4, &mut Reader::new(&buf)).unwrap();
+        assert_eq!(decoded, two);
+        assert_eq!(decoded.entries(), two.entries());
+    }
+
+    fn set_of(capacity: u32, flows: impl IntoIterator<Item = u32>, tweak: u32) -> FlowSet {
+        let mut s = FlowSet::new(capacity);
+        for i in flows {
+            let mut e = entry(i);
+            e.encap.id = e.encap.id.wrapping_add(tweak);
+            s.record(&e.key, e.flow_hash, e.encap);
+        }
+        s
+    }
+
+    /// What the harvest did before gathering: the first set taken, the others merged.
+    fn merged(sets: &mut [FlowSet], capacity: u32) -> FlowSet {
+        let mut acc = FlowSet::new(capacity);
+        let (first, rest) = sets.split_first_mut().unwrap();
+        acc.take_from(first);
+        for s in rest {
+            acc.merge(s);
+            s.clear();
+        }
+        acc
+    }
+
+    #[test]
+    fn gathering_disjoint_sets_lists_what_merging_lists_in_its_order() {
+        let make = || vec![set_of(300, 0..100, 0), set_of(300, 100..180, 0), set_of(300, 180..181, 0)];
+        let mut by_merge = make();
+        let want = merged(&mut by_merge, 300);
+        let mut sets = make();
+        let mut acc = set_of(300, 500..520, 0);
+        let mut refs: Vec<&mut FlowSet> = sets.iter_mut().collect();
+        assert!(acc.gather(&mut refs));
+        assert!(sets.iter().all(FlowSet::is_empty));
+        assert_eq!(acc, want);
+        assert_eq!(acc.entries(), want.entries());
+        assert_eq!(acc.len(), 181);
+        // Encoded alike, byte for byte.
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        acc.encode(&mut Writer::new(&mut a));
+        want.encode(&mut Writer::new(&mut b));
+        assert_eq!(a, b);
+        // Probing and writing a gathered set index it first.
+        assert!(acc.contains(entry(150).flow_hash));
+        assert!(!acc.contains(entry(500).flow_hash));
+        let e = entry(150);
+        acc.record(&e.key, e.flow_hash, e.encap);
+        let e = entry(600);
+        acc.record(&e.key, e.flow_hash, e.encap);
+        assert_eq!(acc.len(), 182);
+        assert!(acc.contains(entry(600).flow_hash) && acc.contains(entry(3).flow_hash));
+    }
+
+    #[test]
+    fn a_flow_in_two_gathered_sets_is_one_flow_with_the_first_set_s_entry() {
+        let make = || vec![set_of(64, 0..30, 0), set_of(64, 20..40, 7)];
+        let want = merged(&mut make(), 64);
+        let mut sets = make();
+        let mut acc = FlowSet::new(64);
+        let mut refs: Vec<&mut FlowSet> = sets.iter_mut().collect();
+        assert!(acc.gather(&mut refs));
+        // Listed once per set until something indexes it; equal all the same.
+        assert_eq!(acc.len(), 50);
+        assert_eq!(acc, want);
+        let mut body = Vec::new();
+        acc.encode(&mut Writer::new(&mut body));
+        let decoded = FlowSet::decode(64, &mut Reader::new(&body)).unwrap();
+        assert_eq!(decoded.entries(), want.entries());
+        // Merging into it indexes it: the repeats go, the first entries stay.
+        acc.merge(&FlowSet::new(64));
+        assert_eq!(acc.entries(), want.entries());
+        assert_eq!(acc.len(), 40);
+    }
+
+    #[test]
+    fn gathering_refuses_what_might_not_fit_and_keeps_the_counters() {
+        // Together more entries than the capacity: refused, nothing touched.
+        let mut sets = vec![set_of(64, 0..40, 0), set_of(64, 40..80, 0)];
+        let before = sets.clone();
+        let mut acc = set_of(64, 0..3, 0);
+        let mut refs: Vec<&mut FlowSet> = sets.iter_mut().collect();
+        assert!(!acc.gather(&mut refs));
+        assert_eq!(sets, before);
+        assert_eq!(acc.len(), 3);
+        // Another capacity: refused.
+        let mut odd = [set_of(32, 0..4, 0)];
+        let mut refs: Vec<&mut FlowSet> = odd.iter_mut().collect();
+        assert!(!acc.gather(&mut refs));
+        // A full set's counters and bitmap are kept, as a merge keeps them.
+        let make = || vec![set_of(16, 0..30, 0), set_of(16, 0..0, 0)];
+        let want = merged(&mut make(), 16);
+        let mut sets = make();
+        let mut acc = FlowSet::new(16);
+        let mut refs: Vec<&mut FlowSet> = sets.iter_mut().collect();
+        assert!(acc.gather(&mut refs));
+        assert_eq!(acc.unrecorded_packets(), want.unrecorded_packets());
+        assert!(acc.unrecorded_packets() > 0);
+        assert_eq!(acc.unrecorded_flows_estimate(), want.unrecorded_flows_estimate());
+        assert_eq!(acc, want);
+        assert_eq!(acc.len(), 16);
+        // Gathering nothing leaves an empty, indexed set.
+        assert!(acc.gather(&mut []));
+        assert!(acc.is_empty());
+        assert!(!acc.contains(entry(1).flow_hash));
     }
 }

@@ -284,20 +284,28 @@ impl Synopsis for Lds {
     /// are in cache, the first shard's copied instead of added to zeros: the default zeroed the
     /// merged cells, added every shard and then zeroed every shard again (BENCHMARKS.md, W17).
     /// At a worker's rate nearly every cell is touched in an epoch, so unlike COLATE's counters
-    /// there is no untouched part to skip. The flow logs are merged and cleared in turn, the
-    /// first one copied where it is dense ([`FlowSet::take_from`]).
+    /// there is no untouched part to skip. The flow logs are gathered ([`FlowSet::gather`]: the
+    /// lists appended, no table probed); where they might not all fit, merged and cleared in
+    /// turn instead, the first one copied where it is dense ([`FlowSet::take_from`]).
     fn drain_all(&mut self, shards: &mut [&mut Self]) -> Result<(), MergeError> {
         let Some((first, rest)) = self.drain_split(shards)? else { return Ok(()) };
         for (a, b) in self.cells.iter_mut().zip(first.cells.iter_mut()) {
             *a = std::mem::take(b);
         }
-        self.flows.take_from(&mut first.flows);
         for s in rest.iter_mut() {
             for (a, b) in self.cells.iter_mut().zip(s.cells.iter_mut()) {
                 a.merge(&std::mem::take(b));
             }
-            self.flows.merge(&s.flows);
-            s.flows.clear();
+        }
+        let mut sets: Vec<&mut FlowSet> =
+            std::iter::once(&mut first.flows).chain(rest.iter_mut().map(|s| &mut s.flows)).collect();
+        if !self.flows.gather(&mut sets) {
+            let Some((first, rest)) = sets.split_first_mut() else { return Ok(()) };
+            self.flows.take_from(first);
+            for s in rest.iter_mut() {
+                self.flows.merge(s);
+                s.clear();
+            }
         }
         Ok(())
     }
