@@ -388,12 +388,11 @@ impl FlowSet {
     #[cold]
     #[inline(never)]
     fn index(&mut self) {
-        let entries = std::mem::take(&mut self.entries);
+        let mut entries = std::mem::take(&mut self.entries);
         let (packets, bitmap) = (self.unrecorded_packets, std::mem::take(&mut self.unrecorded_bitmap));
         self.clear();
         self.unrecorded_packets = packets;
         self.unrecorded_bitmap = bitmap;
-        let mut entries = entries;
         let mut kept = 0;
         for k in 0..entries.len() {
             let Some(&e) = entries.get(k) else { break };
@@ -896,6 +895,12 @@ mod tests {
         s
     }
 
+    /// [`FlowSet::gather`] of owned sets.
+    fn gather(acc: &mut FlowSet, sets: &mut [FlowSet]) -> bool {
+        let mut refs: Vec<&mut FlowSet> = sets.iter_mut().collect();
+        acc.gather(&mut refs)
+    }
+
     /// What the harvest did before gathering: the first set taken, the others merged.
     fn merged(sets: &mut [FlowSet], capacity: u32) -> FlowSet {
         let mut acc = FlowSet::new(capacity);
@@ -915,8 +920,7 @@ mod tests {
         let want = merged(&mut by_merge, 300);
         let mut sets = make();
         let mut acc = set_of(300, 500..520, 0);
-        let mut refs: Vec<&mut FlowSet> = sets.iter_mut().collect();
-        assert!(acc.gather(&mut refs));
+        assert!(gather(&mut acc, &mut sets));
         assert!(sets.iter().all(FlowSet::is_empty));
         assert_eq!(acc, want);
         assert_eq!(acc.entries(), want.entries());
@@ -943,8 +947,7 @@ mod tests {
         let want = merged(&mut make(), 64);
         let mut sets = make();
         let mut acc = FlowSet::new(64);
-        let mut refs: Vec<&mut FlowSet> = sets.iter_mut().collect();
-        assert!(acc.gather(&mut refs));
+        assert!(gather(&mut acc, &mut sets));
         // Listed once per set until something indexes it; equal all the same.
         assert_eq!(acc.len(), 50);
         assert_eq!(acc, want);
@@ -964,21 +967,18 @@ mod tests {
         let mut sets = vec![set_of(64, 0..40, 0), set_of(64, 40..80, 0)];
         let before = sets.clone();
         let mut acc = set_of(64, 0..3, 0);
-        let mut refs: Vec<&mut FlowSet> = sets.iter_mut().collect();
-        assert!(!acc.gather(&mut refs));
+        assert!(!gather(&mut acc, &mut sets));
         assert_eq!(sets, before);
         assert_eq!(acc.len(), 3);
         // Another capacity: refused.
         let mut odd = [set_of(32, 0..4, 0)];
-        let mut refs: Vec<&mut FlowSet> = odd.iter_mut().collect();
-        assert!(!acc.gather(&mut refs));
+        assert!(!gather(&mut acc, &mut odd));
         // A full set's counters and bitmap are kept, as a merge keeps them.
         let make = || vec![set_of(16, 0..30, 0), set_of(16, 0..0, 0)];
         let want = merged(&mut make(), 16);
         let mut sets = make();
         let mut acc = FlowSet::new(16);
-        let mut refs: Vec<&mut FlowSet> = sets.iter_mut().collect();
-        assert!(acc.gather(&mut refs));
+        assert!(gather(&mut acc, &mut sets));
         assert_eq!(acc.unrecorded_packets(), want.unrecorded_packets());
         assert!(acc.unrecorded_packets() > 0);
         assert_eq!(acc.unrecorded_flows_estimate(), want.unrecorded_flows_estimate());
