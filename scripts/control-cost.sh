@@ -11,12 +11,15 @@
 # of the whole trace (addresses offset per worker): N workers at the trace's full rate each, the
 # load a control core serving N busy queues has.
 #
+# SYNOPSES="rda lds" keeps only those of the config's `[synopses.*]` tables (default: all five),
+# so the control thread's cost can be split synopsis by synopsis.
+#
 # LOOPS=K replays the trace K times (`offline --loops`), each pass in epochs of its own: the
 # first epochs of a run pay for buffers still growing into fresh pages, which a long run pays
 # once, so LOOPS > 1 measures the steady state a short trace cannot reach on its own.
 #
 #   scripts/control-cost.sh     # env: WORKERS="1 2 4 8" ROUNDS=3 RATE=1000000 DURATION=3s DIR=/tmp/wirelat-control-cost
-#                               #      LOAD=split|replicas LOOPS=1
+#                               #      LOAD=split|replicas LOOPS=1 SYNOPSES="fridge lda lds rda colate"
 #                               #      BIN=path/to/wirelat (another build, e.g. for before/after; default: build this tree)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +31,13 @@ DIR=${DIR:-/tmp/wirelat-control-cost}
 BIN=${BIN:-}
 LOAD=${LOAD:-split}
 LOOPS=${LOOPS:-1}
+SYNOPSES=${SYNOPSES:-"fridge lda lds rda colate"}
+for s in $SYNOPSES; do
+    case "$s" in
+        fridge | lda | lds | rda | colate) ;;
+        *) echo "SYNOPSES: '$s' is not one of fridge lda lds rda colate" >&2; exit 2 ;;
+    esac
+done
 case "$LOAD" in
     split) LOAD_ARGS=() ;;
     replicas) LOAD_ARGS=(--replicas) ;;
@@ -41,7 +51,14 @@ mkdir -p "$DIR"
 if [[ ! -f "$DIR/trace-$RATE-$DURATION/a_port0.pcap" ]]; then
     "$BIN" gen-trace -o "$DIR/trace-$RATE-$DURATION" --rate "$RATE" --duration "$DURATION" --seed 5 >/dev/null
 fi
-sed -e "s#\"out/#\"$DIR/out/#" -e '/^dump_dir/d' -e '/^colate_archive/d' configs/measure-trace.toml >"$DIR/config.toml"
+# A `[synopses.X]` table runs to the next table header; the ones not in SYNOPSES are left out.
+sed -e "s#\"out/#\"$DIR/out/#" -e '/^dump_dir/d' -e '/^colate_archive/d' configs/measure-trace.toml |
+    awk -v keep=" $SYNOPSES " '/^\[/ { skip = 0; if ($0 ~ /^\[+synopses\./) { split($0, part, /[].[]+/); skip = index(keep, " " part[3] " ") == 0 } }
+        !skip { print }' >"$DIR/config.toml"
+if ! grep -q '^\[synopses\.' "$DIR/config.toml"; then
+    echo "SYNOPSES='$SYNOPSES' leaves no synopsis in the config" >&2
+    exit 2
+fi
 # With replicas an epoch of the point holds N times the trace's packets and flows: RDA's cache and
 # LDS's flow log are sized N times too, so that neither leaves work out (a full cache only counts
 # packets; each run's log is checked for RDA's warning below).
@@ -54,7 +71,7 @@ config_for() {
     fi
 }
 median() { sort -g | awk '{ v[n++] = $1 } END { printf "%.1f", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
-printf "%-8s %-10s %-12s %-10s %-12s %-12s %s\n" workers packets epochs control merge publish "(ns per measured packet, median of $ROUNDS; load $LOAD, $LOOPS passes)"
+printf "%-8s %-10s %-12s %-10s %-12s %-12s %s\n" workers packets epochs control merge publish "(ns per measured packet, median of $ROUNDS; load $LOAD, $LOOPS passes; $SYNOPSES)"
 for w in $WORKERS; do
     : >"$DIR/runs"
     config_for "$w"
