@@ -27,6 +27,7 @@ capture has fewer exact RDA epochs, fewer covered LDA epochs, a fridge error mor
 the demo needs DPDK).
 """
 
+import argparse
 import json
 import math
 import os
@@ -37,12 +38,6 @@ import tempfile
 EXACT = 1e-9
 COLUMNS = ("capture", "frames", "rda_exact", "rda_epochs", "rda_repeats", "lda_covered", "lda_intervals",
            "fridge_log2_max", "exit")
-
-
-def usage(msg):
-    print(f"captures-demo: {msg}", file=sys.stderr)
-    print(__doc__.split("Usage: ")[1].split("\n")[0], file=sys.stderr)
-    sys.exit(2)
 
 
 def same_epoch_means(truth):
@@ -118,26 +113,19 @@ def regressions(row, old):
 
 
 def main(argv):
-    args = [a for a in argv if not a.startswith("--")]
-    opts = {}
-    it = iter(argv)
-    for a in it:
-        if a in ("--write", "--expect"):
-            opts[a] = next(it, None)
-            if opts[a] is None:
-                usage(f"{a} needs a file")
-            args.remove(opts[a])
-        elif a.startswith("--"):
-            usage(f"unknown option {a}")
-    if len(args) != 2:
-        usage("needs WIRELAT_BINARY and CAPTURES_DIR")
-    binary, captures = args
+    ap = argparse.ArgumentParser(prog="captures-demo.py", description=__doc__.split("\n")[0])
+    ap.add_argument("binary", metavar="WIRELAT_BINARY")
+    ap.add_argument("captures", metavar="CAPTURES_DIR")
+    ap.add_argument("--write", metavar="FILE.tsv", help="store the rows")
+    ap.add_argument("--expect", metavar="FILE.tsv", help="exit 1 on a regression against these rows")
+    a = ap.parse_args(argv)
+    binary, captures = a.binary, a.captures
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     bounds = os.path.join(root, "tests", "data", "demo-bounds.toml")
     pcaps = sorted(p for p in os.listdir(captures) if p.endswith(".pcap"))
     if not pcaps:
-        usage(f"no .pcap in {captures}")
-    expected = read_rows(opts["--expect"]) if "--expect" in opts else None
+        ap.error(f"no .pcap in {captures}")
+    expected = read_rows(a.expect) if a.expect else None
     rows, failed = [], []
     print("\t".join(COLUMNS))
     with tempfile.TemporaryDirectory(prefix="captures-demo-") as tmp:
@@ -159,8 +147,8 @@ def main(argv):
             row["capture"] = name
             rows.append(row)
             print(fmt(row), flush=True)
-    if "--write" in opts:
-        with open(opts["--write"], "w") as f:
+    if a.write:
+        with open(a.write, "w") as f:
             f.write("\t".join(COLUMNS) + "\n")
             for row in rows:
                 f.write(fmt(row) + "\n")

@@ -31,12 +31,13 @@ DIR=${DIR:-/tmp/wirelat-control-cost}
 BIN=${BIN:-}
 LOAD=${LOAD:-split}
 LOOPS=${LOOPS:-1}
-SYNOPSES=${SYNOPSES:-"fridge lda lds rda colate"}
+ALL_SYNOPSES="fridge lda lds rda colate"
+SYNOPSES=${SYNOPSES:-$ALL_SYNOPSES}
 for s in $SYNOPSES; do
-    case "$s" in
-        fridge | lda | lds | rda | colate) ;;
-        *) echo "SYNOPSES: '$s' is not one of fridge lda lds rda colate" >&2; exit 2 ;;
-    esac
+    if [[ " $ALL_SYNOPSES " != *" $s "* ]]; then
+        echo "SYNOPSES: '$s' is not one of $ALL_SYNOPSES" >&2
+        exit 2
+    fi
 done
 case "$LOAD" in
     split) LOAD_ARGS=() ;;
