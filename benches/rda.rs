@@ -13,7 +13,9 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wirelat_dataplane::packet::FlowKey;
+use wirelat_dataplane::synopsis::rda::share::{FilingJob, Help};
 use wirelat_dataplane::synopsis::rda::sim::{TraceSpec, generate};
+use wirelat_dataplane::synopsis::rda::sorted::Sorter;
 use wirelat_dataplane::synopsis::rda::{LocalCache, PeelGuards, Rda, RdaConfig, Side, reconcile, wire};
 use wirelat_dataplane::synopsis::{Observation, Synopsis};
 
@@ -326,6 +328,142 @@ fn bench_repeat_probe_floor(c: &mut Criterion) {
     g.finish();
 }
 
+/// Issue 24's way to a control thread of a couple of ns per packet: the workers share the
+/// filing. A group of ids (one top byte) sorts on its own ([`Sorter::sort_unique_groups`]), so
+/// chunks of groups can be sorted by different threads into outputs of their own; what is left
+/// for the control thread is to put the outputs together. Over the pairs of
+/// `rda_harvest_regions` (786 432 pairs, 4 workers' regions):
+/// - `whole`: the filing as the control thread does it today, one sort of every group (the
+///   cache's run allocated once, as in a steady state);
+/// - `chunks/G`: the same in chunks of G groups, each into its own output: the sum of what G-group
+///   shares would cost their threads, and per chunk (÷ 256/G) the stall of a worker taking one;
+/// - `shared/control_part`: [`FilingJob`] with 4 shards' logs, the control thread's part only
+///   (lending and taking back; a helper files every chunk in between, untimed);
+/// - `shared/threads/2`: the same with the control thread and one helper thread both filing
+///   (wall time; this machine has two cores);
+/// - `concatenate`: copying the chunks' outputs into one run, the control thread's part if the
+///   run must be one slice; `close_first_hole`: moving the whole run one pair down, what closing
+///   a hole left in the first chunk by a repeated id costs (the worst case; a run without
+///   repeats has no holes).
+fn bench_shared_filing(c: &mut Criterion) {
+    const WAYS: usize = 4;
+    let n = 3usize << 18;
+    let mut split: Vec<Vec<(u64, u64)>> = vec![Vec::new(); 256 * WAYS];
+    for (i, (id, ts)) in keys(n, 5).into_iter().enumerate() {
+        if let Some(r) = split.get_mut((id >> 56) as usize * WAYS + i % WAYS) {
+            r.push((id, ts));
+        }
+    }
+    let regions: Vec<&[(u64, u64)]> = split.iter().map(|v| v.as_slice()).collect();
+    let group_len = |g: std::ops::Range<usize>| -> usize {
+        regions[g.start * WAYS..g.end * WAYS].iter().map(|p| p.len()).sum()
+    };
+    let chunks_of = |size: usize| -> Vec<std::ops::Range<usize>> {
+        (0..256).step_by(size).map(|g| g..(g + size).min(256)).collect()
+    };
+    let outputs_of = |chunks: &[std::ops::Range<usize>]| -> Vec<Vec<(u64, u64)>> {
+        chunks.iter().map(|g| vec![(0u64, 0u64); group_len(g.clone())]).collect()
+    };
+    let sort_chunk = |sorter: &mut Sorter, g: &std::ops::Range<usize>, out: &mut [(u64, u64)]| {
+        sorter
+            .sort_unique_groups(&regions[g.start * WAYS..g.end * WAYS], WAYS, g.start, out, |_, _| {})
+            .distinct
+    };
+    let mut g = c.benchmark_group("rda_shared_filing");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(n as u64));
+    let mut sorter = Sorter::default();
+    let mut run: Vec<(u64, u64)> = Vec::new();
+    g.bench_function("whole", |b| {
+        b.iter(|| sorter.sort_unique_regions(&regions, WAYS, &mut run, |_, _| {}).distinct)
+    });
+    for size in [1usize, 8, 32] {
+        let chunks = chunks_of(size);
+        let mut outs = outputs_of(&chunks);
+        g.bench_function(BenchmarkId::new("chunks", size), |b| {
+            b.iter(|| {
+                chunks.iter().zip(outs.iter_mut()).map(|(g, o)| sort_chunk(&mut sorter, g, o)).sum::<usize>()
+            })
+        });
+    }
+    // The shared filing itself: 4 workers' shards of the same pairs, lent, filed by one helper
+    // thread, taken back.
+    let cfg = RdaConfig::online(2, 2500, 1 << 20);
+    let mut shards: Vec<Rda> = (0..WAYS).map(|_| Rda::new(&cfg).expect("valid config")).collect();
+    for (i, (id, ts)) in keys(n, 5).into_iter().enumerate() {
+        shards[i % WAYS].update_logged(id, 0, ts);
+    }
+    let mut acc = Rda::new(&cfg).expect("valid config");
+    let mut job = FilingJob::default();
+    let mut helper = Sorter::with_room(1 << 14);
+    let mut lent_shards = shards.clone();
+    // Control's part: lend and take back, timed; the helper's chunks in between are not.
+    g.bench_function("shared/control_part", |b| {
+        b.iter_custom(|iters| {
+            let mut control = Duration::ZERO;
+            for _ in 0..iters {
+                lent_shards.clone_from_slice(&shards);
+                let mut refs: Vec<&mut Rda> = lent_shards.iter_mut().collect();
+                acc.reset();
+                let t = Instant::now();
+                assert!(acc.lend_logs(&mut refs, &mut job).expect("same configuration"));
+                control += t.elapsed();
+                while job.help(&mut helper) != Help::NoneLeft {}
+                let t = Instant::now();
+                let shared = acc.take_back_logs(&mut refs, &mut job);
+                control += t.elapsed();
+                assert_eq!(shared.by_control, 0);
+            }
+            control
+        })
+    });
+    // Wall time with the control thread and one helper thread both filing.
+    g.bench_function(BenchmarkId::new("shared/threads", 2), |b| {
+        b.iter_custom(|iters| {
+            let mut wall = Duration::ZERO;
+            for _ in 0..iters {
+                lent_shards.clone_from_slice(&shards);
+                let mut refs: Vec<&mut Rda> = lent_shards.iter_mut().collect();
+                acc.reset();
+                let t = Instant::now();
+                assert!(acc.lend_logs(&mut refs, &mut job).expect("same configuration"));
+                std::thread::scope(|s| {
+                    let job = &job;
+                    let helper = &mut helper;
+                    s.spawn(move || while job.help(helper) != Help::NoneLeft {});
+                    let mut own = Sorter::with_room(1 << 14);
+                    while job.help(&mut own) != Help::NoneLeft {}
+                });
+                acc.take_back_logs(&mut refs, &mut job);
+                wall += t.elapsed();
+            }
+            wall
+        })
+    });
+    let chunks = chunks_of(8);
+    let mut outs = outputs_of(&chunks);
+    let filled: Vec<usize> =
+        chunks.iter().zip(outs.iter_mut()).map(|(g, o)| sort_chunk(&mut sorter, g, o)).collect();
+    let mut joined: Vec<(u64, u64)> = Vec::with_capacity(n);
+    g.bench_function("concatenate", |b| {
+        b.iter(|| {
+            joined.clear();
+            for (o, &d) in outs.iter().zip(&filled) {
+                joined.extend_from_slice(&o[..d]);
+            }
+            joined.len()
+        })
+    });
+    g.bench_function("close_first_hole", |b| {
+        b.iter(|| {
+            let len = joined.len();
+            joined.copy_within(1..len, 0);
+            black_box(joined.as_ptr());
+        })
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
     bench_update,
@@ -333,6 +471,7 @@ criterion_group!(
     bench_epoch_end,
     bench_retention,
     bench_harvest,
-    bench_repeat_probe_floor
+    bench_repeat_probe_floor,
+    bench_shared_filing
 );
 criterion_main!(benches);

@@ -13,6 +13,7 @@ use wirelat_dataplane::pipeline::EpochSynopses;
 use wirelat_dataplane::synopsis::estimate::{Estimate, Measured};
 use wirelat_dataplane::synopsis::lds::flows::ENTRY_BYTES as FLOW_ENTRY_BYTES;
 use wirelat_dataplane::synopsis::rda::log::ENTRY_BYTES as PACKET_ENTRY_BYTES;
+use wirelat_dataplane::synopsis::rda::share::FilingBoard;
 
 /// Logs what will be measured: point, segments, epochs, clock, overrun policy and the
 /// fingerprint of every enabled synopsis (operators compare them between the two points).
@@ -98,7 +99,12 @@ fn memory_and_swap_bytes() -> Option<u64> {
 /// A zeroed epoch buffer for the configured synopses (validated by the config loader already;
 /// an error here names the synopsis).
 pub fn epoch_template(config: &Config) -> anyhow::Result<EpochSynopses> {
-    EpochSynopses::new(&config.synopsis_set()).context("cannot build the synopses")
+    let template = EpochSynopses::new(&config.synopsis_set()).context("cannot build the synopses")?;
+    Ok(if config.epochs.worker_filing {
+        template.with_worker_filing(std::sync::Arc::new(FilingBoard::default()))
+    } else {
+        template
+    })
 }
 
 /// The sinks of `[output]` and `[ship]` (the network sink to the peer, whose shipper thread

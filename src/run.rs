@@ -200,7 +200,11 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
         idle_sleep: Duration::from_micros(u64::from(config.workers.idle_sleep_us)),
     };
 
-    let mut harvester = template.map(|t| Harvester::new(links, move || t.clone()));
+    // The workers' share of RDA's filing waits at most a quarter epoch for them (20 ms at most):
+    // the shards it holds meanwhile are buffers their rings lack.
+    let patience = wirelat_control::epoch::DEFAULT_PATIENCE
+        .min(std::time::Duration::from_nanos(config.epochs.length_ns() / 4));
+    let mut harvester = template.map(|t| Harvester::new(links, move || t.clone()).with_patience(patience));
 
     // Worker q: port0 rx q -> port1 tx q, and port1 rx q -> port0 tx q.
     let mut jobs = Vec::with_capacity(usize::from(queues));

@@ -149,7 +149,7 @@ macro_rules! define_control_side {
             complete: bool,
         ) -> Result<(), PublishError> {
             let mut first_error = None;
-            let EpochSynopses { forward, reverse, $($o,)* } = merged;
+            let EpochSynopses { forward, reverse, $($o,)* .. } = merged;
             let measured = MeasuredBoth { forward: forward.measured, reverse: reverse.measured };
             let mut at = PublishAt {
                 epoch,

@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use wirelat_dataplane::epoch::{EpochBuffer, EpochLink};
 use wirelat_dataplane::synopsis::MergeError;
 
@@ -40,6 +41,18 @@ pub struct HarvestCounters {
     pub shards: u64,
 }
 
+/// How long a harvest waits by default for the workers to take the filing it lent them
+/// ([`Harvester::with_patience`]).
+pub const DEFAULT_PATIENCE: Duration = Duration::from_millis(20);
+
+/// An epoch whose shards lent part of their merge to the workers ([`EpochBuffer::lend`]).
+struct Lent<B> {
+    epoch: u64,
+    shards: Vec<Option<Box<B>>>,
+    acc: Box<B>,
+    since: Instant,
+}
+
 /// Merges the shards of every worker, epoch by epoch.
 pub struct Harvester<B> {
     links: Vec<Arc<EpochLink<B>>>,
@@ -51,6 +64,14 @@ pub struct Harvester<B> {
     counters: HarvestCounters,
     /// The watermark of the last complete poll: every epoch below it was emitted.
     passed: Option<u64>,
+    /// The epoch whose merge the workers are helping with, if any: it is emitted (and every
+    /// epoch after it waits) once they took every part, after `patience`, or once every worker
+    /// has finished.
+    lent: Option<Lent<B>>,
+    patience: Duration,
+    /// Whether helpers go on after every worker finished (offline's emulated workers): else an
+    /// epoch harvested then is not lent, and one lent is taken back at once.
+    helpers_after_finish: bool,
 }
 
 impl<B: EpochBuffer> Harvester<B> {
@@ -69,7 +90,30 @@ impl<B: EpochBuffer> Harvester<B> {
             make: Box::new(make),
             counters: HarvestCounters::default(),
             passed: None,
+            lent: None,
+            patience: DEFAULT_PATIENCE,
+            helpers_after_finish: false,
         }
+    }
+
+    /// Lends epochs to the helpers also after every worker finished (see [`Self::poll`]): for
+    /// callers whose helpers are not the workers' loops (`wirelat offline`).
+    pub fn with_helpers_after_finish(mut self) -> Self {
+        self.helpers_after_finish = true;
+        self
+    }
+
+    /// The accumulators not in use (every one, between polls, but an epoch's lent to the
+    /// helpers): what their shared filings did is kept in them.
+    pub fn accumulators(&self) -> impl Iterator<Item = &B> + '_ {
+        self.spare.iter().map(|b| &**b)
+    }
+
+    /// Waits at most `patience` for the workers to take what an epoch's merge lent them
+    /// before the control thread does the rest itself.
+    pub fn with_patience(mut self, patience: Duration) -> Self {
+        self.patience = patience;
+        self
     }
 
     /// Collects what the workers handed over and emits every epoch all of them have passed.
@@ -100,43 +144,83 @@ impl<B: EpochBuffer> Harvester<B> {
             }
         }
         let Some(watermark) = watermark else { return Ok(0) };
+        let finished = watermark == u64::MAX;
         let mut emitted = 0;
-        while let Some(entry) = self.pending.first_entry() {
+        loop {
+            if let Some(lent) = self.lent.take() {
+                let ready = lent.acc.lent_taken()
+                    || (finished && !self.helpers_after_finish)
+                    || lent.since.elapsed() >= self.patience;
+                if !ready {
+                    self.lent = Some(lent);
+                    break;
+                }
+                let Lent { epoch, mut shards, mut acc, .. } = lent;
+                let mut held: Vec<&mut B> = shards.iter_mut().flatten().map(|b| &mut **b).collect();
+                acc.take_back(&mut held);
+                self.emit_epoch(epoch, shards, acc, &mut emit)?;
+                emitted += 1;
+                continue;
+            }
+            let Some(entry) = self.pending.first_entry() else { break };
             if *entry.key() >= watermark {
                 break;
             }
             let (epoch, mut shards) = entry.remove_entry();
             let mut acc = self.spare.pop().unwrap_or_else(|| Box::new((self.make)()));
-            let (merged_shards, result) = {
-                let mut held: Vec<&mut B> = shards.iter_mut().flatten().map(|b| &mut **b).collect();
-                // All shards at once, left reset: RDA sorts every worker's log where it lies
-                // instead of copying each into the accumulator first, COLATE reads and zeroes
-                // each worker's vector in one pass, and the accumulator needs no reset.
-                (held.len(), acc.drain_all(&mut held))
-            };
-            for (link, shard) in self.links.iter().zip(shards) {
-                let Some(buffer) = shard else { continue };
-                // The worker's ring has room for every buffer it owns.
-                let _ = link.push_free(buffer);
+            let mut held: Vec<&mut B> = shards.iter_mut().flatten().map(|b| &mut **b).collect();
+            // An error here (shards of different configurations) is the drain's to report.
+            let helped = !finished || self.helpers_after_finish;
+            if helped && acc.lend(&mut held).unwrap_or(false) {
+                self.lent = Some(Lent { epoch, shards, acc, since: Instant::now() });
+                continue;
             }
-            if let Err(e) = result {
-                self.spare.push(acc);
-                return Err(e);
-            }
-            let complete = !self.skipped.remove(&epoch);
-            emit(Harvested { epoch, merged: &mut *acc, shards: merged_shards, complete });
-            self.counters.epochs += 1;
-            self.counters.shards += merged_shards as u64;
-            if !complete {
-                self.counters.incomplete_epochs += 1;
-            }
-            self.spare.push(acc);
+            self.emit_epoch(epoch, shards, acc, &mut emit)?;
             emitted += 1;
         }
         // Skip notes for epochs that had no packets at all are dropped once passed.
         self.skipped.retain(|k| *k >= watermark);
-        self.passed = Some(watermark);
+        // An epoch lent to the helpers, and those after it, are below the watermark but not
+        // emitted yet: the progress the peer hears must not pass them.
+        let held = self.lent.as_ref().map(|l| l.epoch).into_iter().chain(self.pending.keys().next().copied());
+        self.passed = Some(held.fold(watermark, u64::min));
         Ok(emitted)
+    }
+
+    /// Merges one epoch's shards into `acc` (what `lend` started is finished already), gives
+    /// the shards back to their workers, and emits it.
+    fn emit_epoch(
+        &mut self,
+        epoch: u64,
+        mut shards: Vec<Option<Box<B>>>,
+        mut acc: Box<B>,
+        emit: &mut impl FnMut(Harvested<'_, B>),
+    ) -> Result<(), MergeError> {
+        let (merged_shards, result) = {
+            let mut held: Vec<&mut B> = shards.iter_mut().flatten().map(|b| &mut **b).collect();
+            // All shards at once, left reset: RDA sorts every worker's log where it lies
+            // instead of copying each into the accumulator first, COLATE reads and zeroes
+            // each worker's vector in one pass, and the accumulator needs no reset.
+            (held.len(), acc.drain_all(&mut held))
+        };
+        for (link, shard) in self.links.iter().zip(shards) {
+            let Some(buffer) = shard else { continue };
+            // The worker's ring has room for every buffer it owns.
+            let _ = link.push_free(buffer);
+        }
+        if let Err(e) = result {
+            self.spare.push(acc);
+            return Err(e);
+        }
+        let complete = !self.skipped.remove(&epoch);
+        emit(Harvested { epoch, merged: &mut *acc, shards: merged_shards, complete });
+        self.counters.epochs += 1;
+        self.counters.shards += merged_shards as u64;
+        if !complete {
+            self.counters.incomplete_epochs += 1;
+        }
+        self.spare.push(acc);
+        Ok(())
     }
 
     /// True once every worker has finished and everything was emitted.
@@ -145,6 +229,7 @@ impl<B: EpochBuffer> Harvester<B> {
         self.watermark() == Some(u64::MAX)
             && self.links.iter().all(|l| l.is_drained())
             && self.pending.is_empty()
+            && self.lent.is_none()
     }
 
     /// Every epoch below this one has been emitted by a poll, or had no packets on any worker
@@ -334,6 +419,89 @@ mod tests {
         assert_eq!(seen, vec![(0, 2, 2, true), (1, 1, 1, true), (2, 1, 1, false)]);
         assert_eq!(h.counters().incomplete_epochs, 1);
         assert_eq!(h.overrun_epochs(), 1);
+        assert!(h.done());
+    }
+
+    /// A buffer that lends its merge to helpers: `taken` says when they took it all.
+    #[derive(Default, Debug, Clone)]
+    struct Lending {
+        sum: Sum,
+        taken: Arc<std::sync::atomic::AtomicBool>,
+        lent: bool,
+        taken_back: bool,
+    }
+    impl EpochBuffer for Lending {
+        fn reset(&mut self) {
+            self.sum.reset();
+            self.lent = false;
+            self.taken_back = false;
+        }
+        fn merge_from(&mut self, o: &Self) -> Result<(), MergeError> {
+            self.sum.merge_from(&o.sum)
+        }
+        fn lend(&mut self, _shards: &mut [&mut Self]) -> Result<bool, MergeError> {
+            self.lent = true;
+            Ok(true)
+        }
+        fn lent_taken(&self) -> bool {
+            self.taken.load(std::sync::atomic::Ordering::Relaxed)
+        }
+        fn take_back(&mut self, _shards: &mut [&mut Self]) {
+            self.taken_back = true;
+        }
+        fn drain_all(&mut self, shards: &mut [&mut Self]) -> Result<(), MergeError> {
+            let kept = self.taken_back;
+            self.sum.reset();
+            for s in shards.iter_mut() {
+                self.sum.merge_from(&s.sum)?;
+                s.reset();
+            }
+            self.taken_back = kept;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_lent_epoch_waits_for_its_helpers_holds_the_progress_back_and_is_taken_back_before_the_drain() {
+        let clock = EpochClock::new(10).unwrap();
+        let taken = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let make = {
+            let taken = taken.clone();
+            move || Lending { taken: taken.clone(), ..Lending::default() }
+        };
+        let (link, mut w) = EpochLink::new(4, clock, make.clone());
+        let mut h = Harvester::new(vec![link], make).with_patience(Duration::from_secs(3600));
+        for ts in [1, 2, 11, 21] {
+            w.buffer_for(ts).unwrap().sum.packets += 1;
+        }
+        let mut seen = Vec::new();
+        // Epochs 0 and 1 are closed: 0 is lent, and nothing passes it while it waits.
+        h.poll(|e| seen.push(e.epoch)).unwrap();
+        h.poll(|e| seen.push(e.epoch)).unwrap();
+        assert!(seen.is_empty());
+        assert_eq!(h.passed(), Some(0), "the progress stops at the lent epoch");
+        taken.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut merged = Vec::new();
+        h.poll(|e| {
+            assert!(e.merged.taken_back, "taken back before the drain, and the drain kept it");
+            merged.push((e.epoch, e.merged.sum.packets));
+            // The flags describe one epoch (the accumulator is reused).
+            (e.merged.lent, e.merged.taken_back) = (false, false);
+        })
+        .unwrap();
+        // Epoch 0 is emitted, epoch 1 lent (and already taken: emitted in the same poll).
+        assert_eq!(merged, vec![(0, 2), (1, 1)]);
+        assert_eq!(h.passed(), Some(2));
+        // Once the worker finished, an epoch is not lent (nobody would help) and the last
+        // one is emitted at once even though its helpers never took it.
+        taken.store(false, std::sync::atomic::Ordering::Relaxed);
+        w.finish();
+        h.poll(|e| {
+            assert!(!e.merged.lent && !e.merged.taken_back, "not lent after every worker finished");
+            merged.push((e.epoch, e.merged.sum.packets));
+        })
+        .unwrap();
+        assert_eq!(merged.last(), Some(&(2, 1)));
         assert!(h.done());
     }
 }

@@ -48,6 +48,21 @@ pub trait EpochBuffer: Send + 'static {
         self.settle();
         Ok(())
     }
+    /// Starts the part of the harvest other threads may share (RDA's filing, on the workers:
+    /// [`crate::pipeline::filing`]): `self`, the accumulator, takes what it needs from `shards`
+    /// and posts the work. True when something was lent; then [`Self::take_back`] is due, with
+    /// the same shards in the same order, before [`Self::drain_all`]. The default lends nothing.
+    fn lend(&mut self, _shards: &mut [&mut Self]) -> Result<bool, MergeError> {
+        Ok(false)
+    }
+    /// True when every part of what [`Self::lend`] posted has been taken by a helper, so
+    /// [`Self::take_back`] waits at most for the parts in progress.
+    fn lent_taken(&self) -> bool {
+        true
+    }
+    /// Finishes what [`Self::lend`] started (doing itself what no helper took); the drain that
+    /// follows leaves it as it is.
+    fn take_back(&mut self, _shards: &mut [&mut Self]) {}
     /// The harvest's step: `self` becomes the settled merge of `shards` (dropping what it held)
     /// and every shard is left reset, also after an error, ready to go back to its worker.
     /// Equal to `reset`, `merge_all`, then `reset` of each shard (the default); a buffer may

@@ -13,6 +13,8 @@
 // architecture's rule that nothing else touches the bindings, enforced by the compiler.
 #![deny(unsafe_code)]
 
+#[allow(unsafe_code)]
+pub mod claim;
 pub mod clock;
 pub mod counters;
 #[path = "dpdk/cpu.rs"]

@@ -34,12 +34,18 @@ use wirelat_control::config::{ClockSource, Config};
 use wirelat_control::epoch::Harvester;
 use wirelat_control::publish::Publisher;
 use wirelat_dataplane::epoch::{EpochClock, EpochLink};
-use wirelat_dataplane::pipeline::{CounterSnapshot, EpochSynopses, OverrunPolicy, Pipeline, steer};
+use wirelat_dataplane::pipeline::{
+    CounterSnapshot, EpochSynopses, FilingCounts, OverrunPolicy, Pipeline, steer,
+};
 
 use crate::measure;
 
 /// Harvest this often (in packets) besides whenever a worker waits for a buffer.
 const HARVEST_EVERY: u64 = 4096;
+
+/// Each emulated worker files a chunk of a shared RDA filing this often (in packets): about a
+/// burst, as the appliance's workers do once per burst.
+const HELP_EVERY: u64 = 32;
 
 /// How an offline run drives its emulated workers.
 #[derive(Debug, Clone, Copy)]
@@ -118,6 +124,9 @@ pub struct ControlTime {
     pub harvest_ns: u64,
     /// Of which publishing (encodes, sinks), ns.
     pub publish_ns: u64,
+    /// Not in `harvest_ns`: the emulated workers' share of RDA's filing (chunks they filed
+    /// between packets, [`Pipeline::help_filing`]), ns. Worker time in `wirelat run`.
+    pub workers_filing_ns: u64,
 }
 
 /// An input the operator gave cannot be used (exit code 2): one sentence naming the file.
@@ -203,7 +212,8 @@ pub fn run(
                 .with_split(split.clone()),
         );
     }
-    let mut harvester = Harvester::new(links, move || template.clone());
+    // The emulated workers go on filing after they finished, as a running appliance's would.
+    let mut harvester = Harvester::new(links, move || template.clone()).with_helpers_after_finish();
     let mut publisher = measure::publisher(config, true)?;
     let exposed = crate::point_metrics::Exposed::start(config, "offline")?;
     let record =
@@ -295,6 +305,17 @@ pub fn run(
             }
         }
         packets += 1;
+        if packets.is_multiple_of(HELP_EVERY) {
+            // As the appliance's workers do once per burst.
+            let helping = Instant::now();
+            let mut helped = false;
+            for p in &mut pipelines {
+                helped |= p.help_filing();
+            }
+            if helped {
+                summary.control.workers_filing_ns += elapsed_ns(helping);
+            }
+        }
         if packets.is_multiple_of(HARVEST_EVERY) {
             // Idle workers follow the trace time, so epochs are emitted as the trace goes.
             for p in &mut pipelines {
@@ -312,6 +333,16 @@ pub fn run(
         summary.counters.add(&p.snapshot());
     }
     while !harvester.done() {
+        let helping = Instant::now();
+        let mut helped = false;
+        for p in &mut pipelines {
+            while p.help_filing() {
+                helped = true;
+            }
+        }
+        if helped {
+            summary.control.workers_filing_ns += elapsed_ns(helping);
+        }
         harvest(&mut harvester, &mut publisher, &mut failure, &mut summary.control);
         if let Some(e) = failure.take() {
             return Err(e);
@@ -338,6 +369,21 @@ pub fn run(
         colate_epochs = c.colate_epochs,
         "offline run finished"
     );
+    let filing = harvester.accumulators().fold(FilingCounts::default(), |mut sum, acc| {
+        sum.add_from(&acc.filing_counts());
+        sum
+    });
+    let declined: u64 = pipelines.iter().map(|p| p.filing_share().2).sum();
+    if filing.lent > 0 {
+        info!(
+            lent = filing.lent,
+            chunks_by_workers = filing.by_workers,
+            chunks_by_control = filing.by_control,
+            chunks_declined = declined,
+            pairs_moved = filing.moved,
+            "RDA filing shared with the workers (per epoch and direction)"
+        );
+    }
     let t = summary.control;
     let measured = summary.counters.measured;
     let per_packet =
@@ -348,6 +394,7 @@ pub fn run(
         control_ns_per_packet = per_packet(t.harvest_ns),
         merge_ns_per_packet = per_packet(t.harvest_ns.saturating_sub(t.publish_ns)),
         publish_ns_per_packet = per_packet(t.publish_ns),
+        workers_filing_ns_per_packet = per_packet(t.workers_filing_ns),
         workers,
         "control thread work (wall clock, per measured packet)"
     );

@@ -136,6 +136,49 @@ fn offline_measures_every_packet_into_epochs_and_merges_workers_exactly() {
     assert_eq!(total, ip[0] + ip[1]);
 }
 
+/// `[epochs] worker_filing` (the default): the emulated workers file RDA's logs, chunk by chunk,
+/// and the bodies are byte-identical to the control thread's own filing (`worker_filing =
+/// false`), with one worker and with three; the log says who filed the chunks.
+#[test]
+fn workers_file_rdas_logs_into_the_bodies_the_control_thread_would() {
+    let dir = scratch();
+    let d = dir.path();
+    let pcaps = trace(d);
+    for workers in [1usize, 3] {
+        let run = |name: &str, filing: bool| {
+            let out = d.join(format!("{name}-w{workers}"));
+            std::fs::create_dir_all(&out).expect("mkdir");
+            let config = out.join("c.toml");
+            // The [epochs] table of CONFIG, with the key added.
+            let body = CONFIG.replace("[epochs]\n", &format!("[epochs]\nworker_filing = {filing}\n"));
+            assert_ne!(body, CONFIG, "CONFIG has an [epochs] table");
+            let text = format!("[output]\ndump_dir = \"{}\"\n{body}", out.join("dump").display());
+            std::fs::write(&config, text).expect("config");
+            let output = offline_output(&config, &pcaps, &["--workers", &workers.to_string()]);
+            assert!(output.status.success(), "{}", describe(&output));
+            (read_dump(&out.join("dump")), String::from_utf8_lossy(&output.stderr).into_owned())
+        };
+        let (shared, log) = run("shared", true);
+        let (own, own_log) = run("own", false);
+        let rda: Vec<&String> = shared.keys().filter(|n| n.starts_with("rda")).collect();
+        assert!(rda.len() >= 10, "RDA bodies of both directions: {rda:?}");
+        assert_eq!(shared, own, "{workers} workers: every body equal with and without the workers' filing");
+        let line = log.lines().find(|l| l.contains("RDA filing shared")).unwrap_or_else(|| panic!("{log}"));
+        let field = |k: &str| -> u64 {
+            let at = line.find(&format!("{k}=")).unwrap_or_else(|| panic!("{k} in {line}")) + k.len() + 1;
+            line[at..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|v| v.parse().ok())
+                .expect("number")
+        };
+        assert_eq!(field("lent"), rda.len() as u64, "every epoch and direction lent: {line}");
+        assert_eq!(field("chunks_by_workers") + field("chunks_by_control"), 64 * field("lent"), "{line}");
+        assert!(field("chunks_by_workers") > 0, "{line}");
+        assert!(!own_log.contains("RDA filing shared"), "worker_filing = false lends nothing");
+    }
+}
+
 /// Per (kind, segment, epoch): LDA's measured packets, RDA's counters, or the fridge's bins.
 type Counts = BTreeMap<(String, u64, u64), serde_json::Value>;
 

@@ -141,6 +141,9 @@ macro_rules! define_buffer {
             /// Packets received on port 1.
             pub reverse: DirectionSynopses,
             $(#[doc = $od] pub $o: Option<$ot>,)*
+            /// The board and jobs of the workers' share of RDA's filing, if any
+            /// ([`super::filing`]).
+            pub(super) filing: Option<super::filing::WorkerFiling>,
         }
 
         impl EpochSynopses {
@@ -150,6 +153,7 @@ macro_rules! define_buffer {
                     forward: DirectionSynopses::new(set)?,
                     reverse: DirectionSynopses::new(set)?,
                     $($o: set.$o.as_ref().map(<$ot>::new).transpose()?,)*
+                    filing: None,
                 })
             }
 
@@ -215,7 +219,31 @@ macro_rules! define_buffer {
 
             /// Each synopsis drains every shard's at once ([`Synopsis::drain_all`]); all are
             /// drained even after one fails, so every shard goes back to its worker reset.
+            /// RDA's filing taken back ([`EpochBuffer::take_back`]) is left as it is: only the
+            /// shards' RDA is reset.
             fn drain_all(&mut self, shards: &mut [&mut Self]) -> Result<(), MergeError> {
+                let filed = self.take_filed();
+                let result = self.drain_rest(shards);
+                self.restore_filed(filed);
+                result
+            }
+
+            fn lend(&mut self, shards: &mut [&mut Self]) -> Result<bool, MergeError> {
+                self.lend_filing(shards)
+            }
+
+            fn lent_taken(&self) -> bool {
+                self.filing_taken()
+            }
+
+            fn take_back(&mut self, shards: &mut [&mut Self]) {
+                self.take_back_filing(shards);
+            }
+        }
+
+        impl EpochSynopses {
+            /// [`EpochBuffer::drain_all`] of every synopsis the accumulator holds.
+            fn drain_rest(&mut self, shards: &mut [&mut Self]) -> Result<(), MergeError> {
                 let mut forward: Vec<&mut DirectionSynopses> = shards.iter_mut().map(|s| &mut s.forward).collect();
                 let mut result = self.forward.drain_all(&mut forward);
                 let mut reverse: Vec<&mut DirectionSynopses> = shards.iter_mut().map(|s| &mut s.reverse).collect();

@@ -20,11 +20,13 @@
 
 pub mod buffer;
 pub mod counters;
+pub mod filing;
 pub mod split;
 pub mod steer;
 
 pub use buffer::{Direction, DirectionSynopses, EpochSynopses, Locations, SynopsisSet, WorkerCarry};
 pub use counters::{CounterSnapshot, SharedCounters};
+pub use filing::{FilingCounts, FilingHelper};
 pub use split::{DirectionSplit, SplitError, Unsplit};
 
 use serde::{Deserialize, Serialize};
@@ -122,6 +124,8 @@ pub struct Pipeline {
     split: Option<DirectionSplit>,
     /// Measured packets without a direction, [neither, both] inside.
     unsplit: [u64; 2],
+    /// This worker's share of RDA's filing ([`filing`]), when its buffers have a board.
+    filing: Option<FilingHelper>,
 }
 
 impl Pipeline {
@@ -148,7 +152,10 @@ impl Pipeline {
         if writer.current().is_some_and(|b| !b.measures_two_points()) {
             packet.hashes = false;
         }
+        // Made here, on the worker's own thread (the sorter is its memory).
+        let filing = writer.current().and_then(FilingHelper::for_buffer);
         Self {
+            filing,
             packet,
             packets: PacketCounters::default(),
             writer,
@@ -159,6 +166,19 @@ impl Pipeline {
             split: None,
             unsplit: [0; 2],
         }
+    }
+
+    /// Files at most one chunk of the RDA filing the control thread shared, if any
+    /// ([`filing`]); true when it did. Between bursts, or while waiting for a buffer: one chunk
+    /// is about 1/64 of an epoch's filing.
+    #[inline]
+    pub fn help_filing(&mut self) -> bool {
+        self.filing.as_mut().is_some_and(FilingHelper::help)
+    }
+
+    /// This worker's share of RDA's filing so far: chunks filed, pairs in them, chunks declined.
+    pub fn filing_share(&self) -> (u64, u64, u64) {
+        self.filing.as_ref().map_or((0, 0, 0), |f| (f.chunks, f.pairs, f.declined))
     }
 
     /// Takes each packet's direction from `split` (monitor mode on one port carrying both
@@ -262,6 +282,10 @@ impl Pipeline {
     fn wait_for_buffer(&mut self, ts_ns: u64, wait: &mut impl FnMut(u64) -> bool) {
         self.waits += 1;
         while self.writer.would_overrun(ts_ns) {
+            // The buffer it waits for may be one the harvest lent to the workers' filing.
+            if self.help_filing() {
+                continue;
+            }
             if !wait(ts_ns) {
                 return;
             }

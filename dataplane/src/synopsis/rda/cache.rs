@@ -279,6 +279,45 @@ impl TimestampCache {
         true
     }
 
+    /// The sort's buffers, for a filing done outside the cache ([`super::share`]).
+    pub(super) fn sorter_mut(&mut self) -> &mut Sorter {
+        &mut self.sorter
+    }
+
+    /// Lends the run's buffer for `n` pairs to be filed elsewhere (several threads at once,
+    /// [`super::share::FilingJob`]): at least `n` pairs long, its contents stale. `None` when the
+    /// cache is not empty or has no room for `n`: as for [`Self::file_sorted`], the order would
+    /// decide which ids fit. Give it back with [`Self::take_back_run`].
+    pub fn lend_run(&mut self, n: usize) -> Option<Vec<(u64, u64)>> {
+        if self.len > 0 || n > self.capacity {
+            return None;
+        }
+        make_room(&mut self.run, n, self.capacity);
+        let mut run = std::mem::take(&mut self.run);
+        if run.len() < n {
+            run.resize(n, (0, 0));
+        }
+        Some(run)
+    }
+
+    /// Takes back a buffer [`Self::lend_run`] lent, whose first `collapsed.distinct` pairs are
+    /// now the filed run: sorted by id, one pair per id, `collapsed.excluded` of them excluded.
+    /// The caller vouches for the order (debug builds check it). An empty cache only (a table
+    /// filled meanwhile keeps its pairs and the buffer is kept as spare room).
+    pub fn take_back_run(&mut self, run: Vec<(u64, u64)>, collapsed: Collapsed) {
+        debug_assert!(
+            run.get(..collapsed.distinct).is_some_and(|r| r.windows(2).all(|w| w[0].0 < w[1].0)),
+            "a lent run comes back sorted"
+        );
+        self.run = run;
+        if self.len > 0 || collapsed.distinct > self.run.len() {
+            return;
+        }
+        self.in_run = true;
+        self.len = collapsed.distinct;
+        self.excluded = collapsed.excluded;
+    }
+
     /// The pairs sorted by id when the cache holds them as a sorted run (or holds nothing):
     /// a retained copy then needs no sort. `None` when they are in the table.
     pub fn sorted_pairs(&self) -> Option<&[(u64, u64)]> {
@@ -385,11 +424,18 @@ impl TimestampCache {
 /// of them cost a fresh block (BENCHMARKS "W17 (fourteenth session)"). A quarter keeps a
 /// retained run above half its buffer, where retention moves it instead of copying it
 /// ([`TimestampCache::run_room`]). `n` is at most `capacity` (the filing checked it).
+///
+/// The new block is allocated zeroed at its full length (`vec!` of zeros asks the allocator for
+/// zeroed memory, which for a block this size is fresh pages the kernel zeroes as they are first
+/// written), not reserved and then filled: filling it was a pass over tens of MiB on the control
+/// thread whenever an epoch needed a new block, the larger part of what the control thread still
+/// did once the workers filed the logs (BENCHMARKS "W17 (twenty-ninth session)"). The pages are
+/// then backed where the run is written: by the filing, on whichever thread files.
 fn make_room(run: &mut Vec<(u64, u64)>, n: usize, capacity: usize) {
     if run.capacity() < n {
-        let room = (n + n / 4).min(capacity);
+        let room = (n + n / 4).min(capacity).max(n);
         drop(std::mem::take(run));
-        run.reserve_exact(room);
+        *run = vec![(0, 0); room];
     }
 }
 

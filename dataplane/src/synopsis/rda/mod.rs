@@ -55,6 +55,7 @@ pub mod estimator;
 pub mod late;
 pub mod log;
 pub mod peel;
+pub mod share;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod sizing;

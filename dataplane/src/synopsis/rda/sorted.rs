@@ -53,6 +53,21 @@ pub struct Sorter {
 }
 
 impl Sorter {
+    /// A sorter that sorts groups of up to `pairs` pairs without allocating
+    /// ([`Sorter::has_room`]): what a worker that shares the filing keeps, made before its
+    /// loop starts.
+    pub fn with_room(pairs: usize) -> Self {
+        let mut s = Sorter::default();
+        s.scratch.resize(pairs, (0, 0));
+        s.counts.reserve_exact((1 << MAX_SECOND_BITS) + 2);
+        s
+    }
+
+    /// True when sorting a group of `pairs` pairs allocates nothing.
+    pub fn has_room(&self, pairs: usize) -> bool {
+        self.scratch.len() >= pairs && self.counts.capacity() >= (1 << MAX_SECOND_BITS) + 2
+    }
+
     /// Sorts `src`'s (id, timestamp) pairs by id into `out`, one pair per distinct id: an id
     /// given more than once becomes one pair with the timestamp [`EXCLUDED`] (an id given once
     /// as [`EXCLUDED`] stays so), after `on_repeat(id, copies)` saw all its pairs. Each bucket
@@ -133,14 +148,36 @@ impl Sorter {
         regions: &[&[(u64, u64)]],
         ways: usize,
         out: &mut Vec<(u64, u64)>,
-        mut on_repeat: impl FnMut(u64, &[(u64, u64)]),
+        on_repeat: impl FnMut(u64, &[(u64, u64)]),
     ) -> Collapsed {
         let n: usize = regions.iter().map(|p| p.len()).sum();
         fit(out, n);
+        self.sort_unique_groups(regions, ways, 0, out, on_repeat)
+    }
+
+    /// [`Sorter::sort_unique_regions`] of a run of consecutive groups only, the first of them
+    /// group `first_group` (the ids of `regions`' first `ways` slices have that top byte), into
+    /// `out`, which must hold room for all their pairs (pairs that do not fit are dropped and
+    /// the count is short). A group's ids are its own: an id given twice lies twice in one
+    /// group, so disjoint runs of groups sort independently, each into its own output, and
+    /// their outputs in group order are the whole sort's. That is the unit by which several
+    /// threads could share one epoch's filing (BENCHMARKS "W17 (twenty-ninth session)").
+    pub fn sort_unique_groups(
+        &mut self,
+        regions: &[&[(u64, u64)]],
+        ways: usize,
+        first_group: usize,
+        out: &mut [(u64, u64)],
+        mut on_repeat: impl FnMut(u64, &[(u64, u64)]),
+    ) -> Collapsed {
         let mut collapsed = Collapsed::default();
         let mut groups = regions.chunks(ways.max(1)).enumerate().peekable();
         while let Some((b, parts)) = groups.next() {
-            debug_assert!(parts.iter().flat_map(|p| p.iter()).all(|p| top_byte(p.0) == b), "group {b}");
+            debug_assert!(
+                parts.iter().flat_map(|p| p.iter()).all(|p| top_byte(p.0) == first_group + b),
+                "group {}",
+                first_group + b
+            );
             self.sort_bucket(parts);
             let len: usize = parts.iter().map(|p| p.len()).sum();
             // The next group's parts, hinted pair by pair in turn while this one collapses (a
@@ -549,7 +586,31 @@ mod tests {
             let regions: Vec<&[(u64, u64)]> = split.iter().map(|v| v.as_slice()).collect();
             let got = run(&|s, out, f| s.sort_unique_regions(&regions, ways, out, f));
             assert_eq!(got, whole, "{} pairs in {ways} ways", src.len());
+            assert_eq!(by_chunks(&regions, ways), whole, "{} pairs in {ways} ways, by chunks", src.len());
         }
+    }
+
+    /// `sort_unique_groups` of uneven runs of groups, each with its own sorter and output (as
+    /// separate threads would), the outputs concatenated in group order and the counts added:
+    /// in [`run`]'s form, to compare with the whole sort.
+    fn by_chunks(regions: &[&[(u64, u64)]], ways: usize) -> Sorted {
+        let bounds = [0usize, 1, 2, 37, 128, 255, TOP_BUCKETS];
+        let (mut total, mut pairs, mut repeats) = (Collapsed::default(), Vec::new(), Vec::new());
+        for w in bounds.windows(2) {
+            let chunk = &regions[w[0] * ways..w[1] * ways];
+            let n: usize = chunk.iter().map(|p| p.len()).sum();
+            let mut out = vec![(0, 0); n];
+            let c = Sorter::default().sort_unique_groups(chunk, ways, w[0], &mut out, |id, copies| {
+                let mut copies = copies.to_vec();
+                copies.sort_unstable();
+                repeats.push((id, copies));
+            });
+            pairs.extend_from_slice(&out[..c.distinct]);
+            total.distinct += c.distinct;
+            total.excluded += c.excluded;
+        }
+        repeats.sort_unstable();
+        (total, pairs, repeats)
     }
 
     /// Checks `sort_unique_parts` of `src` cut into parts (one of them empty) against

@@ -1,0 +1,240 @@
+//! The workers' share of RDA's filing, seen from the epoch buffers (issue 24; the mechanism is
+//! [`crate::synopsis::rda::share`]).
+//!
+//! An accumulator built with a [`FilingBoard`] ([`EpochSynopses::with_worker_filing`]) lends
+//! each direction's RDA logs to a [`FilingJob`] of its own and posts the jobs on the board
+//! ([`EpochBuffer::lend`]); the workers, whose pipelines found the board in their own buffers
+//! ([`EpochSynopses::filing_board`]), file one chunk per call between bursts; the harvest takes
+//! the logs back once every chunk is taken or it has waited long enough
+//! ([`EpochBuffer::take_back`]), and its drain then leaves RDA as it is.
+//!
+//! A departure from ARCHITECTURE.md's "control never sees a packet ... workers only update their
+//! own shard": a worker here reads other workers' closed logs (never their open ones) and writes
+//! into the accumulator's run through disjoint claims ([`crate::claim`]); that is what moves the
+//! control thread's per-packet work onto the workers.
+
+use std::sync::Arc;
+
+use super::buffer::EpochSynopses;
+use crate::synopsis::MergeError;
+use crate::synopsis::Synopsis;
+use crate::synopsis::rda::Rda;
+use crate::synopsis::rda::log::TOP_BUCKETS;
+use crate::synopsis::rda::share::{FilingBoard, FilingJob, Help, Shared};
+use crate::synopsis::rda::sorted::Sorter;
+
+/// An accumulator's jobs (one per direction) and the board it posts them on.
+#[derive(Debug)]
+pub struct WorkerFiling {
+    board: Arc<FilingBoard>,
+    jobs: [Arc<FilingJob>; 2],
+    /// Which directions' logs are lent.
+    lent: [bool; 2],
+    counts: FilingCounts,
+}
+
+impl WorkerFiling {
+    fn new(board: Arc<FilingBoard>) -> Self {
+        Self {
+            board,
+            jobs: [Arc::default(), Arc::default()],
+            lent: [false; 2],
+            counts: FilingCounts::default(),
+        }
+    }
+}
+
+impl Clone for WorkerFiling {
+    /// The same board, jobs of its own: two accumulators never share a job.
+    fn clone(&self) -> Self {
+        Self::new(self.board.clone())
+    }
+}
+
+/// Counts of the shared filings an accumulator took back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FilingCounts {
+    /// Directions whose logs were lent and taken back.
+    pub lent: u64,
+    /// Chunks the workers filed.
+    pub by_workers: u64,
+    /// Chunks the control thread filed (nobody took them in time, a worker had no room, or
+    /// they held more repeats than a chunk records).
+    pub by_control: u64,
+    /// Pairs moved to close the holes repeats left.
+    pub moved: u64,
+}
+
+impl FilingCounts {
+    /// Adds another accumulator's counts.
+    pub fn add_from(&mut self, o: &FilingCounts) {
+        self.lent += o.lent;
+        self.by_workers += o.by_workers;
+        self.by_control += o.by_control;
+        self.moved += o.moved;
+    }
+
+    fn add(&mut self, s: Shared) {
+        self.lent += 1;
+        self.by_workers += s.by_helpers as u64;
+        self.by_control += s.by_control as u64;
+        self.moved += s.moved as u64;
+    }
+}
+
+impl EpochSynopses {
+    /// This buffer with a board on which, as an accumulator, it posts its RDA filing for the
+    /// workers ([`super::filing`]); its clones (the workers' buffers too) share the board.
+    /// Without RDA it stays as it is.
+    pub fn with_worker_filing(mut self, board: Arc<FilingBoard>) -> Self {
+        if self.forward.rda.is_some() || self.reverse.rda.is_some() {
+            self.filing = Some(WorkerFiling::new(board));
+        }
+        self
+    }
+
+    /// The board this buffer's accumulator posts on, for a worker to help at.
+    pub fn filing_board(&self) -> Option<&Arc<FilingBoard>> {
+        self.filing.as_ref().map(|f| &f.board)
+    }
+
+    /// [`crate::epoch::EpochBuffer::lend`]: resets the accumulator's RDA and lends each
+    /// direction's logs to its job; true when some were lent (tickets posted, one per shard).
+    pub(super) fn lend_filing(&mut self, shards: &mut [&mut Self]) -> Result<bool, MergeError> {
+        let Some(filing) = &mut self.filing else { return Ok(false) };
+        if filing.lent.iter().any(|&l| l) {
+            return Ok(false);
+        }
+        let mut any = false;
+        for (d, (acc, job)) in
+            [&mut self.forward.rda, &mut self.reverse.rda].into_iter().zip(&mut filing.jobs).enumerate()
+        {
+            let (Some(acc), Some(job)) = (acc.as_mut(), Arc::get_mut(job)) else { continue };
+            let mut rdas: Vec<&mut Rda> = shards
+                .iter_mut()
+                .filter_map(|s| if d == 0 { s.forward.rda.as_mut() } else { s.reverse.rda.as_mut() })
+                .collect();
+            Synopsis::reset(acc);
+            if acc.lend_logs(&mut rdas, job)? {
+                filing.lent[d] = true;
+                any = true;
+            }
+        }
+        for (job, &lent) in filing.jobs.iter().zip(&filing.lent) {
+            if lent {
+                filing.board.post(job, shards.len());
+            }
+        }
+        Ok(any)
+    }
+
+    /// True when every chunk of the lent jobs is taken (or none is lent).
+    pub(super) fn filing_taken(&self) -> bool {
+        self.filing.as_ref().is_none_or(|f| f.jobs.iter().zip(&f.lent).all(|(j, &l)| !l || j.is_taken()))
+    }
+
+    /// [`crate::epoch::EpochBuffer::take_back`]: withdraws the tickets, waits for the workers
+    /// in the middle of a chunk, and takes each lent direction's logs back (filing what is left).
+    pub(super) fn take_back_filing(&mut self, shards: &mut [&mut Self]) {
+        let Some(filing) = &mut self.filing else { return };
+        if !filing.lent.iter().any(|&l| l) {
+            return;
+        }
+        filing.board.withdraw();
+        for (d, (acc, job)) in
+            [&mut self.forward.rda, &mut self.reverse.rda].into_iter().zip(&mut filing.jobs).enumerate()
+        {
+            if !filing.lent[d] {
+                continue;
+            }
+            // A worker holds a ticket only while it files one chunk.
+            while Arc::strong_count(job) > 1 {
+                std::thread::yield_now();
+            }
+            let (Some(acc), Some(job)) = (acc.as_mut(), Arc::get_mut(job)) else { continue };
+            let mut rdas: Vec<&mut Rda> = shards
+                .iter_mut()
+                .filter_map(|s| if d == 0 { s.forward.rda.as_mut() } else { s.reverse.rda.as_mut() })
+                .collect();
+            let shared = acc.take_back_logs(&mut rdas, job);
+            filing.counts.add(shared);
+        }
+    }
+
+    /// Takes out the accumulator's RDA of each direction whose filing was taken back, for the
+    /// drain to leave it alone; [`Self::restore_filed`] puts them back.
+    pub(super) fn take_filed(&mut self) -> [Option<Rda>; 2] {
+        let Some(filing) = &mut self.filing else { return [None, None] };
+        let lent = std::mem::take(&mut filing.lent);
+        [
+            if lent[0] { self.forward.rda.take() } else { None },
+            if lent[1] { self.reverse.rda.take() } else { None },
+        ]
+    }
+
+    /// Puts back what [`Self::take_filed`] took out.
+    pub(super) fn restore_filed(&mut self, filed: [Option<Rda>; 2]) {
+        let [f, r] = filed;
+        if f.is_some() {
+            self.forward.rda = f;
+        }
+        if r.is_some() {
+            self.reverse.rda = r;
+        }
+    }
+
+    /// What the shared filings of this accumulator did so far.
+    pub fn filing_counts(&self) -> FilingCounts {
+        self.filing.as_ref().map(|f| f.counts).unwrap_or_default()
+    }
+}
+
+/// A worker's side of the shared filing: the board and a sorter with room for any group of
+/// its epochs, made on the worker's own core before its loop starts.
+#[derive(Debug)]
+pub struct FilingHelper {
+    board: Arc<FilingBoard>,
+    sorter: Sorter,
+    /// Chunks this worker filed, and pairs in them.
+    pub chunks: u64,
+    /// Pairs in the chunks it filed (before collapsing).
+    pub pairs: u64,
+    /// Chunks it left to the control thread for want of room.
+    pub declined: u64,
+}
+
+impl FilingHelper {
+    /// A helper for the board `buffer`'s accumulators post on (`None` without one). The sorter
+    /// has room for groups of twice the even share of the larger RDA cache: a group holds its
+    /// share within a few per cent at any epoch big enough to matter, and a larger one is
+    /// declined, not grown.
+    pub fn for_buffer(buffer: &EpochSynopses) -> Option<Self> {
+        let board = buffer.filing_board()?.clone();
+        let capacity = [&buffer.forward.rda, &buffer.reverse.rda]
+            .into_iter()
+            .flatten()
+            .map(|r| r.config().cache_capacity)
+            .max()
+            .unwrap_or(0);
+        let room = usize::try_from(capacity / TOP_BUCKETS as u64 * 2).unwrap_or(usize::MAX).max(64);
+        Some(Self { board, sorter: Sorter::with_room(room), chunks: 0, pairs: 0, declined: 0 })
+    }
+
+    /// Files at most one chunk of an open job; true when it did. Between bursts: never
+    /// allocates, locks or blocks.
+    #[inline]
+    pub fn help(&mut self) -> bool {
+        match self.board.help(&mut self.sorter) {
+            Some(Help::Filed(n)) => {
+                self.chunks += 1;
+                self.pairs += n as u64;
+                true
+            }
+            Some(Help::Declined) => {
+                self.declined += 1;
+                false
+            }
+            Some(Help::NoneLeft) | None => false,
+        }
+    }
+}
