@@ -169,21 +169,27 @@ impl<B: EpochBuffer> Harvester<B> {
             let (epoch, mut shards) = entry.remove_entry();
             let mut acc = self.spare.pop().unwrap_or_else(|| Box::new((self.make)()));
             let mut held: Vec<&mut B> = shards.iter_mut().flatten().map(|b| &mut **b).collect();
-            // An error here (shards of different configurations) is the drain's to report.
+            // An error here (shards of different configurations) is the drain's to report; a
+            // lend that failed lent nothing, and `take_back` then does nothing either.
             let helped = !finished || self.helpers_after_finish;
-            if helped && acc.lend(&mut held).unwrap_or(false) {
-                self.lent = Some(Lent { epoch, shards, acc, since: Instant::now() });
-                continue;
+            match helped.then(|| acc.lend(&mut held)) {
+                Some(Ok(true)) => {
+                    self.lent = Some(Lent { epoch, shards, acc, since: Instant::now() });
+                    continue;
+                }
+                Some(Err(_)) => acc.take_back(&mut held),
+                _ => {}
             }
             self.emit_epoch(epoch, shards, acc, &mut emit)?;
             emitted += 1;
         }
-        // Skip notes for epochs that had no packets at all are dropped once passed.
-        self.skipped.retain(|k| *k >= watermark);
         // An epoch lent to the helpers, and those after it, are below the watermark but not
-        // emitted yet: the progress the peer hears must not pass them.
+        // emitted yet: the progress the peer hears must not pass them, and their skip notes
+        // stay. Skip notes for epochs that had no packets at all are dropped once passed.
         let held = self.lent.as_ref().map(|l| l.epoch).into_iter().chain(self.pending.keys().next().copied());
-        self.passed = Some(held.fold(watermark, u64::min));
+        let passed = held.fold(watermark, u64::min);
+        self.skipped.retain(|k| *k >= passed);
+        self.passed = Some(passed);
         Ok(emitted)
     }
 
@@ -503,5 +509,41 @@ mod tests {
         .unwrap();
         assert_eq!(merged.last(), Some(&(2, 1)));
         assert!(h.done());
+    }
+
+    #[test]
+    fn an_epoch_behind_a_lent_one_keeps_its_skip_note() {
+        let clock = EpochClock::new(10).unwrap();
+        let taken = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let make = {
+            let taken = taken.clone();
+            move || Lending { taken: taken.clone(), ..Lending::default() }
+        };
+        let (l1, mut w1) = EpochLink::new(2, clock, make.clone());
+        let (l2, mut w2) = EpochLink::new(2, clock, make.clone());
+        let mut h = Harvester::new(vec![l1, l2], make).with_patience(Duration::from_secs(3600));
+        // Worker 1 fills epochs 0 and 1 and has no buffer for 2 (skipped); worker 2 has packets
+        // in epochs 0 and 2.
+        for ts in [1, 11, 21, 31] {
+            if let Some(b) = w1.buffer_for(ts) {
+                b.sum.packets += 1;
+            }
+        }
+        for ts in [2, 22, 32] {
+            if let Some(b) = w2.buffer_for(ts) {
+                b.sum.packets += 1;
+            }
+        }
+        let mut seen = Vec::new();
+        h.poll(|e| seen.push((e.epoch, e.complete))).unwrap();
+        assert!(seen.is_empty(), "epoch 0 is lent");
+        taken.store(true, std::sync::atomic::Ordering::Relaxed);
+        h.poll(|e| seen.push((e.epoch, e.complete))).unwrap();
+        assert_eq!(seen, vec![(0, true), (1, true), (2, false)], "epoch 2 lacks worker 1's packets");
+        w1.finish();
+        w2.finish();
+        while !h.done() {
+            h.poll(|e| seen.push((e.epoch, e.complete))).unwrap();
+        }
     }
 }

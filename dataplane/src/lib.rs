@@ -9,8 +9,9 @@
 //!
 //! Nothing in this crate logs, allocates or locks per packet.
 
-// Unsafe code lives only behind the DPDK wrapper (dpdk/, and cpu.rs beside it): the
-// architecture's rule that nothing else touches the bindings, enforced by the compiler.
+// Unsafe code lives only behind the DPDK wrapper (dpdk/, and cpu.rs beside it), the
+// architecture's rule that nothing else touches the bindings, enforced by the compiler; and in
+// claim.rs, the disjoint claims through which workers write one shared RDA run.
 #![deny(unsafe_code)]
 
 #[allow(unsafe_code)]

@@ -44,6 +44,17 @@ impl WorkerFiling {
     }
 }
 
+impl Drop for WorkerFiling {
+    /// Takes this accumulator's tickets off the board and waits for the chunks in progress, so
+    /// that no worker files for a job nobody will take back, or frees it (its logs and run, tens
+    /// of MiB) on its own thread.
+    fn drop(&mut self) {
+        for job in &self.jobs {
+            self.board.withdraw_all(job);
+        }
+    }
+}
+
 impl Clone for WorkerFiling {
     /// The same board, jobs of its own: two accumulators never share a job.
     fn clone(&self) -> Self {
@@ -105,6 +116,15 @@ impl EpochSynopses {
         if filing.lent.iter().any(|&l| l) {
             return Ok(false);
         }
+        // Every shard's configuration first: an error must leave nothing lent.
+        for (d, acc) in [&self.forward.rda, &self.reverse.rda].into_iter().enumerate() {
+            let Some(acc) = acc else { continue };
+            for s in shards.iter() {
+                if let Some(r) = if d == 0 { &s.forward.rda } else { &s.reverse.rda } {
+                    acc.check_same_config(r)?;
+                }
+            }
+        }
         let mut any = false;
         for (d, (acc, job)) in
             [&mut self.forward.rda, &mut self.reverse.rda].into_iter().zip(&mut filing.jobs).enumerate()
@@ -135,22 +155,20 @@ impl EpochSynopses {
 
     /// [`crate::epoch::EpochBuffer::take_back`]: withdraws the tickets, waits for the workers
     /// in the middle of a chunk, and takes each lent direction's logs back (filing what is left).
+    /// Nothing lent: nothing to do.
     pub(super) fn take_back_filing(&mut self, shards: &mut [&mut Self]) {
         let Some(filing) = &mut self.filing else { return };
         if !filing.lent.iter().any(|&l| l) {
             return;
         }
-        filing.board.withdraw();
         for (d, (acc, job)) in
             [&mut self.forward.rda, &mut self.reverse.rda].into_iter().zip(&mut filing.jobs).enumerate()
         {
             if !filing.lent[d] {
                 continue;
             }
-            // A worker holds a ticket only while it files one chunk.
-            while Arc::strong_count(job) > 1 {
-                std::thread::yield_now();
-            }
+            // Waits only for the chunks workers are filing now.
+            filing.board.withdraw_all(job);
             let (Some(acc), Some(job)) = (acc.as_mut(), Arc::get_mut(job)) else { continue };
             let mut rdas: Vec<&mut Rda> = shards
                 .iter_mut()

@@ -15,8 +15,8 @@
 //! [`REPEAT_ROOM`] pairs instead, and the control thread takes them out of the banks when it
 //! takes the run back. A chunk with more copies than that (crafted traffic) is sorted again by
 //! the control thread, which then deletes as it goes. A helper whose [`Sorter`] has no room for
-//! a chunk's largest group declines it (a worker must not allocate); so does the control thread
-//! not, which sorts every chunk nobody filed.
+//! a chunk's largest group declines it (a worker must not allocate); the control thread never
+//! declines: it sorts every chunk nobody filed.
 //!
 //! The sequence, per epoch and direction ([`Rda::lend_logs`], [`FilingJob::help`],
 //! [`Rda::take_back_logs`]):
@@ -188,7 +188,9 @@ impl FilingBoard {
     pub fn help(&self, sorter: &mut Sorter) -> Option<Help> {
         let job = self.tickets.pop()?;
         let done = job.help(sorter);
-        if done != Help::NoneLeft {
+        // Put back only while chunks are left: once every chunk is drawn, each helper drops its
+        // ticket as it finishes, so the owner waits for the chunks in progress and no longer.
+        if done != Help::NoneLeft && !job.is_taken() {
             // Cannot fail: this ticket was just taken out.
             let _ = self.tickets.push(job);
         }
@@ -204,10 +206,24 @@ impl FilingBoard {
         }
     }
 
-    /// Takes back every ticket still posted: afterwards only workers in the middle of a chunk
-    /// hold a job.
+    /// Takes back every ticket still posted. A worker in the middle of a chunk still holds its
+    /// ticket, and puts it back if chunks are left: the owner withdraws until it holds the job
+    /// alone ([`Self::withdraw_all`]).
     pub fn withdraw(&self) {
         while self.tickets.pop().is_some() {}
+    }
+
+    /// Withdraws the tickets on `job` until the caller's handle is the only one left, yielding
+    /// while a worker finishes the chunk it holds (one chunk: at most a few ms). The control
+    /// thread's step before [`Rda::take_back_logs`].
+    pub fn withdraw_all(&self, job: &Arc<FilingJob>) {
+        loop {
+            self.withdraw();
+            if Arc::strong_count(job) == 1 {
+                return;
+            }
+            std::thread::yield_now();
+        }
     }
 }
 
@@ -239,9 +255,10 @@ fn sort_chunk(
 impl Rda {
     /// Step 1 of a shared filing (module docs): `self`, an empty accumulator, takes the shards'
     /// counters and banks as [`Synopsis::merge_all`] does and lends their logs, and its run
-    /// buffer, to `job`. False, nothing changed, where the shards' logs are not for sharing:
-    /// `self` is not empty or has no room for them all, a shard filed into its cache or used its
-    /// log's overflow, more than [`MAX_WAYS`] shards, or a job still open. The caller then merges
+    /// buffer, to `job`. False, with the shards and `self`'s counters unchanged, where the
+    /// shards' logs are not for sharing: none logged, `self` is not empty or has no room for
+    /// them all, a shard filed into its cache or used its log's overflow, more than
+    /// [`MAX_WAYS`] shards, or a job still open. The caller then merges
     /// as before. An error (a shard of another configuration) changes nothing either.
     pub fn lend_logs(&mut self, shards: &mut [&mut Rda], job: &mut FilingJob) -> Result<bool, MergeError> {
         for s in shards.iter() {
@@ -251,6 +268,7 @@ impl Rda {
         let shareable = !job.open
             && shards.len() <= MAX_WAYS
             && self.log.is_empty()
+            && n > 0
             && n <= self.log.capacity().min(self.cache.capacity())
             && shards.iter().all(|s| s.cache.is_empty() && s.log.overflow().is_empty());
         let Some(run) = shareable.then(|| self.cache.lend_run(n)).flatten() else {

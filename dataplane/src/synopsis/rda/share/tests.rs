@@ -4,6 +4,7 @@
 use super::*;
 use crate::synopsis::hash::mix64;
 use crate::synopsis::rda::RdaConfig;
+use std::sync::Arc;
 
 fn cfg() -> RdaConfig {
     RdaConfig::online(3, 64, 1 << 16)
@@ -55,7 +56,7 @@ fn shared(mut shards: Vec<Rda>, job: &mut FilingJob, helpers: usize, room: usize
 #[test]
 fn helpers_on_other_threads_file_what_merge_all_files() {
     let mut job = FilingJob::default();
-    for (ways, n, repeat_every) in [(1, 0, 0), (1, 5_000, 0), (3, 20_000, 97), (5, 40_000, 13)] {
+    for (ways, n, repeat_every) in [(1, 1, 0), (1, 5_000, 0), (3, 20_000, 97), (5, 40_000, 13)] {
         let logged = shards(ways, n, repeat_every);
         let want = merged(&logged);
         for helpers in [0, 1, 3] {
@@ -140,4 +141,49 @@ fn logs_that_overflowed_or_an_accumulator_in_use_are_not_lent() {
     assert!(!busy.lend_logs(&mut [&mut one[0]], &mut job).unwrap());
     assert_eq!(one[0].log.len(), 100);
     assert!(!job.is_open());
+}
+
+/// The board's tickets: helpers on threads file through [`FilingBoard::help`] until it has
+/// nothing for them, more tickets posted than helpers; the control thread's `withdraw_all` then
+/// leaves it the only handle, and the result is `merge_all`'s.
+#[test]
+fn tickets_on_the_board_come_back_to_the_owner_alone() {
+    let logged = shards(3, 30_000, 41);
+    let want = merged(&logged);
+    let mut lent = logged.clone();
+    let mut refs: Vec<&mut Rda> = lent.iter_mut().collect();
+    let mut acc = Rda::new(&cfg()).unwrap();
+    let mut job = Arc::new(FilingJob::default());
+    assert!(acc.lend_logs(&mut refs, Arc::get_mut(&mut job).unwrap()).unwrap());
+    let board = FilingBoard::default();
+    board.post(&job, 5);
+    assert_eq!(Arc::strong_count(&job), 6);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            let board = &board;
+            s.spawn(move || {
+                let mut sorter = Sorter::with_room(4_096);
+                while let Some(h) = board.help(&mut sorter) {
+                    if h == Help::NoneLeft {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    assert!(job.is_taken());
+    board.withdraw_all(&job);
+    assert_eq!(Arc::strong_count(&job), 1);
+    assert!(board.help(&mut Sorter::with_room(4_096)).is_none(), "no ticket left");
+    let done = acc.take_back_logs(&mut refs, Arc::get_mut(&mut job).unwrap());
+    assert_eq!(done.by_helpers, CHUNKS);
+    assert_eq!(acc, want);
+}
+
+#[test]
+fn an_epoch_without_packets_is_not_lent() {
+    let mut empty = shards(2, 0, 0);
+    let mut refs: Vec<&mut Rda> = empty.iter_mut().collect();
+    let mut acc = Rda::new(&cfg()).unwrap();
+    assert!(!acc.lend_logs(&mut refs, &mut FilingJob::default()).unwrap());
 }
