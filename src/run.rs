@@ -20,7 +20,7 @@ use wirelat_dataplane::dpdk::{
 };
 use wirelat_dataplane::epoch::{EpochClock, EpochLink};
 use wirelat_dataplane::measuring::MeasuringHook;
-use wirelat_dataplane::pipeline::{CounterSnapshot, OverrunPolicy, SharedCounters};
+use wirelat_dataplane::pipeline::{CounterSnapshot, FilingCounts, OverrunPolicy, SharedCounters};
 use wirelat_dataplane::stamp_delay::{SharedStampDelay, StampDelay};
 use wirelat_dataplane::worker::{self, Direction, ForwardOnly, WorkerCounters, WorkerSettings};
 
@@ -300,11 +300,20 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let overrun_epochs = control.harvester.as_ref().map_or(0, |h| h.overrun_epochs());
     if let Some(h) = &control.harvester {
         let c = h.counters();
+        // The workers' share of RDA's filing (`[epochs] worker_filing`): per epoch and
+        // direction lent, the chunks they filed and those the control thread filed itself.
+        let filing = h.accumulators().fold(FilingCounts::default(), |mut sum, acc| {
+            sum.add_from(&acc.filing_counts());
+            sum
+        });
         info!(
             epochs = c.epochs,
             incomplete = c.incomplete_epochs,
             shards = c.shards,
             overrun_epochs,
+            rda_filings_lent = filing.lent,
+            rda_chunks_by_workers = filing.by_workers,
+            rda_chunks_by_control = filing.by_control,
             "harvest"
         );
     }
