@@ -346,6 +346,13 @@ fn bench_repeat_probe_floor(c: &mut Criterion) {
 ///   a hole left in the first chunk by a repeated id costs (the worst case; a run without
 ///   repeats has no holes).
 fn bench_shared_filing(c: &mut Criterion) {
+    /// Untimed, before each lend: `shards` copied afresh into `lent` (a lend takes their logs)
+    /// and `acc` reset.
+    fn fresh<'a>(shards: &[Rda], lent: &'a mut [Rda], acc: &mut Rda) -> Vec<&'a mut Rda> {
+        lent.clone_from_slice(shards);
+        acc.reset();
+        lent.iter_mut().collect()
+    }
     const WAYS: usize = 4;
     let n = 3usize << 18;
     let mut split: Vec<Vec<(u64, u64)>> = vec![Vec::new(); 256 * WAYS];
@@ -402,9 +409,7 @@ fn bench_shared_filing(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut control = Duration::ZERO;
             for _ in 0..iters {
-                lent_shards.clone_from_slice(&shards);
-                let mut refs: Vec<&mut Rda> = lent_shards.iter_mut().collect();
-                acc.reset();
+                let mut refs = fresh(&shards, &mut lent_shards, &mut acc);
                 let t = Instant::now();
                 assert!(acc.lend_logs(&mut refs, &mut job).expect("same configuration"));
                 control += t.elapsed();
@@ -422,9 +427,7 @@ fn bench_shared_filing(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut wall = Duration::ZERO;
             for _ in 0..iters {
-                lent_shards.clone_from_slice(&shards);
-                let mut refs: Vec<&mut Rda> = lent_shards.iter_mut().collect();
-                acc.reset();
+                let mut refs = fresh(&shards, &mut lent_shards, &mut acc);
                 let t = Instant::now();
                 assert!(acc.lend_logs(&mut refs, &mut job).expect("same configuration"));
                 std::thread::scope(|s| {

@@ -467,14 +467,17 @@ mod tests {
         }
     }
 
+    /// The flag saying the helpers took everything, and a maker of buffers that read it.
+    fn lending() -> (Arc<std::sync::atomic::AtomicBool>, impl Fn() -> Lending + Clone + Send + 'static) {
+        let taken = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = taken.clone();
+        (taken, move || Lending { taken: flag.clone(), ..Lending::default() })
+    }
+
     #[test]
     fn a_lent_epoch_waits_for_its_helpers_holds_the_progress_back_and_is_taken_back_before_the_drain() {
         let clock = EpochClock::new(10).unwrap();
-        let taken = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let make = {
-            let taken = taken.clone();
-            move || Lending { taken: taken.clone(), ..Lending::default() }
-        };
+        let (taken, make) = lending();
         let (link, mut w) = EpochLink::new(4, clock, make.clone());
         let mut h = Harvester::new(vec![link], make).with_patience(Duration::from_secs(3600));
         for ts in [1, 2, 11, 21] {
@@ -514,11 +517,7 @@ mod tests {
     #[test]
     fn an_epoch_behind_a_lent_one_keeps_its_skip_note() {
         let clock = EpochClock::new(10).unwrap();
-        let taken = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let make = {
-            let taken = taken.clone();
-            move || Lending { taken: taken.clone(), ..Lending::default() }
-        };
+        let (taken, make) = lending();
         let (l1, mut w1) = EpochLink::new(2, clock, make.clone());
         let (l2, mut w2) = EpochLink::new(2, clock, make.clone());
         let mut h = Harvester::new(vec![l1, l2], make).with_patience(Duration::from_secs(3600));

@@ -44,7 +44,7 @@ use crate::measure;
 const HARVEST_EVERY: u64 = 4096;
 
 /// Each emulated worker files a chunk of a shared RDA filing this often (in packets): about a
-/// burst, as the appliance's workers do once per burst.
+/// burst. (The appliance's workers take one on each idle poll; an emulated worker has none.)
 const HELP_EVERY: u64 = 32;
 
 /// How an offline run drives its emulated workers.
@@ -306,15 +306,7 @@ pub fn run(
         }
         packets += 1;
         if packets.is_multiple_of(HELP_EVERY) {
-            // As the appliance's workers do once per burst.
-            let helping = Instant::now();
-            let mut helped = false;
-            for p in &mut pipelines {
-                helped |= p.help_filing();
-            }
-            if helped {
-                summary.control.workers_filing_ns += elapsed_ns(helping);
-            }
+            help_filing(&mut pipelines, false, &mut summary.control);
         }
         if packets.is_multiple_of(HARVEST_EVERY) {
             // Idle workers follow the trace time, so epochs are emitted as the trace goes.
@@ -333,16 +325,7 @@ pub fn run(
         summary.counters.add(&p.snapshot());
     }
     while !harvester.done() {
-        let helping = Instant::now();
-        let mut helped = false;
-        for p in &mut pipelines {
-            while p.help_filing() {
-                helped = true;
-            }
-        }
-        if helped {
-            summary.control.workers_filing_ns += elapsed_ns(helping);
-        }
+        help_filing(&mut pipelines, true, &mut summary.control);
         harvest(&mut harvester, &mut publisher, &mut failure, &mut summary.control);
         if let Some(e) = failure.take() {
             return Err(e);
@@ -373,7 +356,7 @@ pub fn run(
         sum.add_from(&acc.filing_counts());
         sum
     });
-    let declined: u64 = pipelines.iter().map(|p| p.filing_share().2).sum();
+    let declined: u64 = pipelines.iter().map(Pipeline::filing_declined).sum();
     if filing.lent > 0 {
         info!(
             lent = filing.lent,
@@ -440,6 +423,24 @@ fn harvest(
         Err(e) => {
             failure.get_or_insert(anyhow::Error::new(e).context("merging worker shards"));
         }
+    }
+}
+
+/// The emulated workers' share of a shared RDA filing: each files one chunk, or with `drain`
+/// every chunk it can; the time goes to `time.workers_filing_ns` when one filed any.
+fn help_filing(pipelines: &mut [Pipeline], drain: bool, time: &mut ControlTime) {
+    let helping = Instant::now();
+    let mut helped = false;
+    for p in pipelines {
+        while p.help_filing() {
+            helped = true;
+            if !drain {
+                break;
+            }
+        }
+    }
+    if helped {
+        time.workers_filing_ns += elapsed_ns(helping);
     }
 }
 

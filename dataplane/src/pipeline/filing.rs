@@ -4,7 +4,7 @@
 //! An accumulator built with a [`FilingBoard`] ([`EpochSynopses::with_worker_filing`]) lends
 //! each direction's RDA logs to a [`FilingJob`] of its own and posts the jobs on the board
 //! ([`EpochBuffer::lend`]); the workers, whose pipelines found the board in their own buffers
-//! ([`EpochSynopses::filing_board`]), file one chunk per call between bursts; the harvest takes
+//! ([`EpochSynopses::filing_board`]), file one chunk per call on idle polls; the harvest takes
 //! the logs back once every chunk is taken or it has waited long enough
 //! ([`EpochBuffer::take_back`]), and its drain then leaves RDA as it is.
 //!
@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use super::buffer::EpochSynopses;
+use super::buffer::{Direction, EpochSynopses};
 use crate::synopsis::MergeError;
 use crate::synopsis::Synopsis;
 use crate::synopsis::rda::Rda;
@@ -112,40 +112,33 @@ impl EpochSynopses {
     /// [`crate::epoch::EpochBuffer::lend`]: resets the accumulator's RDA and lends each
     /// direction's logs to its job; true when some were lent (tickets posted, one per shard).
     pub(super) fn lend_filing(&mut self, shards: &mut [&mut Self]) -> Result<bool, MergeError> {
-        let Some(filing) = &mut self.filing else { return Ok(false) };
-        if filing.lent.iter().any(|&l| l) {
+        if self.filing.as_ref().is_none_or(|f| f.lent.iter().any(|&l| l)) {
             return Ok(false);
         }
         // Every shard's configuration first: an error must leave nothing lent.
-        for (d, acc) in [&self.forward.rda, &self.reverse.rda].into_iter().enumerate() {
-            let Some(acc) = acc else { continue };
+        for d in DIRECTIONS {
+            let Some(acc) = &self.direction(d).rda else { continue };
             for s in shards.iter() {
-                if let Some(r) = if d == 0 { &s.forward.rda } else { &s.reverse.rda } {
+                if let Some(r) = &s.direction(d).rda {
                     acc.check_same_config(r)?;
                 }
             }
         }
-        let mut any = false;
+        let Some(filing) = &mut self.filing else { return Ok(false) };
         for (d, (acc, job)) in
             [&mut self.forward.rda, &mut self.reverse.rda].into_iter().zip(&mut filing.jobs).enumerate()
         {
             let (Some(acc), Some(job)) = (acc.as_mut(), Arc::get_mut(job)) else { continue };
-            let mut rdas: Vec<&mut Rda> = shards
-                .iter_mut()
-                .filter_map(|s| if d == 0 { s.forward.rda.as_mut() } else { s.reverse.rda.as_mut() })
-                .collect();
+            let mut rdas = shard_rdas(shards, DIRECTIONS[d]);
             Synopsis::reset(acc);
-            if acc.lend_logs(&mut rdas, job)? {
-                filing.lent[d] = true;
-                any = true;
-            }
+            filing.lent[d] = acc.lend_logs(&mut rdas, job)?;
         }
         for (job, &lent) in filing.jobs.iter().zip(&filing.lent) {
             if lent {
                 filing.board.post(job, shards.len());
             }
         }
-        Ok(any)
+        Ok(filing.lent.iter().any(|&l| l))
     }
 
     /// True when every chunk of the lent jobs is taken (or none is lent).
@@ -170,10 +163,7 @@ impl EpochSynopses {
             // Waits only for the chunks workers are filing now.
             filing.board.withdraw_all(job);
             let (Some(acc), Some(job)) = (acc.as_mut(), Arc::get_mut(job)) else { continue };
-            let mut rdas: Vec<&mut Rda> = shards
-                .iter_mut()
-                .filter_map(|s| if d == 0 { s.forward.rda.as_mut() } else { s.reverse.rda.as_mut() })
-                .collect();
+            let mut rdas = shard_rdas(shards, DIRECTIONS[d]);
             let shared = acc.take_back_logs(&mut rdas, job);
             filing.counts.add(shared);
         }
@@ -207,17 +197,22 @@ impl EpochSynopses {
     }
 }
 
+/// The directions in the order of [`WorkerFiling`]'s jobs.
+const DIRECTIONS: [Direction; 2] = [Direction::Forward, Direction::Reverse];
+
+/// The shards' RDA of direction `d`, in shard order.
+fn shard_rdas<'a>(shards: &'a mut [&mut EpochSynopses], d: Direction) -> Vec<&'a mut Rda> {
+    shards.iter_mut().filter_map(|s| s.direction_mut(d).rda.as_mut()).collect()
+}
+
 /// A worker's side of the shared filing: the board and a sorter with room for any group of
 /// its epochs, made on the worker's own core before its loop starts.
 #[derive(Debug)]
 pub struct FilingHelper {
     board: Arc<FilingBoard>,
     sorter: Sorter,
-    /// Chunks this worker filed, and pairs in them.
-    pub chunks: u64,
-    /// Pairs in the chunks it filed (before collapsing).
-    pub pairs: u64,
-    /// Chunks it left to the control thread for want of room.
+    /// Chunks it left to the control thread for want of room (those it filed, the
+    /// accumulators count: [`FilingCounts::by_workers`]).
     pub declined: u64,
 }
 
@@ -235,19 +230,15 @@ impl FilingHelper {
             .max()
             .unwrap_or(0);
         let room = usize::try_from(capacity / TOP_BUCKETS as u64 * 2).unwrap_or(usize::MAX).max(64);
-        Some(Self { board, sorter: Sorter::with_room(room), chunks: 0, pairs: 0, declined: 0 })
+        Some(Self { board, sorter: Sorter::with_room(room), declined: 0 })
     }
 
-    /// Files at most one chunk of an open job; true when it did. Between bursts: never
+    /// Files at most one chunk of an open job; true when it did. On idle polls: never
     /// allocates, locks or blocks.
     #[inline]
     pub fn help(&mut self) -> bool {
         match self.board.help(&mut self.sorter) {
-            Some(Help::Filed(n)) => {
-                self.chunks += 1;
-                self.pairs += n as u64;
-                true
-            }
+            Some(Help::Filed) => true,
             Some(Help::Declined) => {
                 self.declined += 1;
                 false

@@ -169,16 +169,16 @@ impl Pipeline {
     }
 
     /// Files at most one chunk of the RDA filing the control thread shared, if any
-    /// ([`filing`]); true when it did. Between bursts, or while waiting for a buffer: one chunk
+    /// ([`filing`]); true when it did. On idle polls, or while waiting for a buffer: one chunk
     /// is about 1/64 of an epoch's filing.
     #[inline]
     pub fn help_filing(&mut self) -> bool {
         self.filing.as_mut().is_some_and(FilingHelper::help)
     }
 
-    /// This worker's share of RDA's filing so far: chunks filed, pairs in them, chunks declined.
-    pub fn filing_share(&self) -> (u64, u64, u64) {
-        self.filing.as_ref().map_or((0, 0, 0), |f| (f.chunks, f.pairs, f.declined))
+    /// Chunks of RDA's shared filing this worker left to the control thread for want of room.
+    pub fn filing_declined(&self) -> u64 {
+        self.filing.as_ref().map_or(0, |f| f.declined)
     }
 
     /// Takes each packet's direction from `split` (monitor mode on one port carrying both

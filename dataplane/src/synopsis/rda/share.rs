@@ -35,7 +35,6 @@ use crossbeam::queue::ArrayQueue;
 use crossbeam::utils::CachePadded;
 
 use super::Rda;
-use super::cache::EXCLUDED;
 use super::log::{PacketLog, TOP_BUCKETS};
 use super::sorted::{Collapsed, Sorter};
 use crate::claim::ClaimSlices;
@@ -62,8 +61,8 @@ const DECLINED: u8 = 2;
 /// What one call of [`FilingJob::help`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Help {
-    /// Filed a chunk of this many pairs (before collapsing).
-    Filed(usize),
+    /// Filed a chunk.
+    Filed,
     /// Left a chunk to the control thread: the sorter had no room for one of its groups.
     Declined,
     /// Every chunk is taken.
@@ -76,8 +75,7 @@ struct ChunkResult {
     state: AtomicU8,
     distinct: AtomicUsize,
     excluded: AtomicUsize,
-    /// Repeated ids, and their copies in all (recorded or not).
-    repeated_ids: AtomicUsize,
+    /// Copies of repeated ids recorded in the chunk's room, each id's together.
     copies: AtomicUsize,
     /// More copies than [`REPEAT_ROOM`]: the record is incomplete.
     overflowed: AtomicBool,
@@ -128,12 +126,9 @@ impl FilingJob {
             // Not reached: chunk i is claimed only by whoever drew i.
             return Help::Declined;
         };
-        let (mut recorded, mut ids, mut copies) = (0usize, 0usize, 0usize);
+        let mut recorded = 0usize;
         let mut overflowed = false;
-        let filed = out.len();
         let c = sort_chunk(&self.logs, i, sorter, out, |_, group| {
-            ids += 1;
-            copies += group.len();
             match room.get_mut(recorded..recorded + group.len()) {
                 Some(to) => {
                     to.copy_from_slice(group);
@@ -144,11 +139,10 @@ impl FilingJob {
         });
         result.distinct.store(c.distinct, Ordering::Relaxed);
         result.excluded.store(c.excluded, Ordering::Relaxed);
-        result.repeated_ids.store(ids, Ordering::Relaxed);
-        result.copies.store(copies, Ordering::Relaxed);
+        result.copies.store(recorded, Ordering::Relaxed);
         result.overflowed.store(overflowed, Ordering::Relaxed);
         result.state.store(FILED, Ordering::Release);
-        Help::Filed(filed)
+        Help::Filed
     }
 
     /// True while lent logs wait to be filed and taken back.
@@ -183,7 +177,7 @@ impl Default for FilingBoard {
 
 impl FilingBoard {
     /// Files at most one chunk of an open job with `sorter` (see [`FilingJob::help`]); `None`
-    /// when no job is open. A worker's call, between bursts: never allocates, locks or blocks,
+    /// when no job is open. A worker's call, on an idle poll: never allocates, locks or blocks,
     /// and costs two atomic loads when there is nothing to do.
     pub fn help(&self, sorter: &mut Sorter) -> Option<Help> {
         let job = self.tickets.pop()?;
@@ -342,17 +336,14 @@ impl Rda {
             let c = match r {
                 Some(r) if filed => {
                     shared.by_helpers += 1;
+                    // What the sort would have done with each repeated id, id by id: the
+                    // record keeps each id's copies together, and neighbouring ids differ.
                     let copies = *r.copies.get_mut();
-                    counters.duplicates =
-                        counters.duplicates.saturating_add((copies - *r.repeated_ids.get_mut()) as u64);
-                    if let (Some(b), Some(room)) = (
-                        banks.as_mut(),
-                        job.repeats.elements().get(i * REPEAT_ROOM..i * REPEAT_ROOM + copies),
-                    ) {
-                        for &(id, ts) in room {
-                            if ts != EXCLUDED {
-                                b.delete(id, ts);
-                            }
+                    let room = job.repeats.elements().get(i * REPEAT_ROOM..i * REPEAT_ROOM + copies);
+                    let mut repeat = Rda::on_repeat(banks, counters);
+                    for group in room.unwrap_or_default().chunk_by(|a, b| a.0 == b.0) {
+                        if let Some(&(id, _)) = group.first() {
+                            repeat(id, group);
                         }
                     }
                     Collapsed { distinct: *r.distinct.get_mut(), excluded: *r.excluded.get_mut() }
