@@ -23,6 +23,7 @@ use std::time::Duration;
 use wirelat_dataplane::packet::FlowKey;
 use wirelat_dataplane::synopsis::codec::Writer;
 use wirelat_dataplane::synopsis::lds::config::DEFAULT_SIZED_ROWS;
+use wirelat_dataplane::synopsis::lds::flows::share::FlowListJob;
 use wirelat_dataplane::synopsis::lds::trace::{Trace, TraceConfig};
 use wirelat_dataplane::synopsis::lds::{Estimator, FlowSet, Lds, LdsConfig, coverage};
 use wirelat_dataplane::synopsis::{Observation, Synopsis};
@@ -396,12 +397,78 @@ fn bench_flow_merge(c: &mut Criterion<ThreadCpu>) {
             BatchSize::LargeInput,
         )
     });
+    // The thirtieth session's way: the control thread's part of a shared gathering (lend, then
+    // take back once a helper thread, whose CPU time this thread's clock does not count, did
+    // every chunk) ...
+    // The accumulator's byte buffer is kept from epoch to epoch: an untimed first round grows
+    // it, so the timed one allocates nothing, as a harvest after the first does.
+    let shared_once = || {
+        let (mut a, mut ss, mut job) = (acc.clone(), shards.clone(), FlowListJob::default());
+        let mut sets: Vec<&mut FlowSet> = ss.iter_mut().collect();
+        assert!(a.lend_lists(&mut sets, &mut job));
+        while job.help() {}
+        a.take_back_lists(&mut sets, &mut job);
+        a
+    };
+    // Wall-clock time of the two steps alone (the helping between them untimed): this thread's
+    // schedstat clock is only brought up to date when it is descheduled, so it charged the
+    // untimed preparation to whichever timed step blocked first.
+    g.bench_function("shared_control", |b| {
+        b.iter_custom(|iters| {
+            let mut ns = 0u64;
+            for _ in 0..iters {
+                let (mut a, mut ss, mut job) = (shared_once(), shards.clone(), FlowListJob::default());
+                let mut sets: Vec<&mut FlowSet> = ss.iter_mut().collect();
+                let lending = std::time::Instant::now();
+                assert!(a.lend_lists(&mut sets, &mut job));
+                ns += lending.elapsed().as_nanos() as u64;
+                while job.help() {}
+                let taking = std::time::Instant::now();
+                let done = a.take_back_lists(&mut sets, &mut job);
+                ns += taking.elapsed().as_nanos() as u64;
+                assert_eq!(done.by_control, 0);
+                black_box((a, ss));
+            }
+            ns
+        })
+    });
+    // ... the helpers' part, all of it on one thread ...
+    g.bench_function("shared_helpers", |b| {
+        b.iter_batched(
+            || {
+                let (mut a, mut ss, mut job) = (shared_once(), shards.clone(), FlowListJob::default());
+                let mut sets: Vec<&mut FlowSet> = ss.iter_mut().collect();
+                assert!(a.lend_lists(&mut sets, &mut job));
+                (a, ss, job)
+            },
+            |(a, ss, job)| {
+                while job.help() {}
+                (a, ss, job)
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    let mut shared = acc.clone();
+    let mut lent = shards.clone();
+    let mut sets: Vec<&mut FlowSet> = lent.iter_mut().collect();
+    let mut job = FlowListJob::default();
+    assert!(shared.lend_lists(&mut sets, &mut job));
+    while job.help() {}
+    shared.take_back_lists(&mut sets, &mut job);
     let merged = acc;
     let mut body = Vec::new();
     g.bench_function("encode", |b| {
         b.iter(|| {
             body.clear();
             merged.encode(&mut Writer::new(&mut body));
+            black_box(body.len())
+        })
+    });
+    // ... and the publish's encoding of what the helpers encoded: a copy of their parts.
+    g.bench_function("encode_shared", |b| {
+        b.iter(|| {
+            body.clear();
+            shared.encode(&mut Writer::new(&mut body));
             black_box(body.len())
         })
     });

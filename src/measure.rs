@@ -9,11 +9,11 @@ use wirelat_control::local_sink::{BodyDumpSink, JsonLinesSink};
 use wirelat_control::publish::Publisher;
 use wirelat_control::ship::NetworkSink;
 use wirelat_control::sink::{EpochSink, RouteSink};
+use wirelat_dataplane::pipeline::Boards;
 use wirelat_dataplane::pipeline::EpochSynopses;
 use wirelat_dataplane::synopsis::estimate::{Estimate, Measured};
 use wirelat_dataplane::synopsis::lds::flows::ENTRY_BYTES as FLOW_ENTRY_BYTES;
 use wirelat_dataplane::synopsis::rda::log::ENTRY_BYTES as PACKET_ENTRY_BYTES;
-use wirelat_dataplane::synopsis::rda::share::FilingBoard;
 
 /// Logs what will be measured: point, segments, epochs, clock, overrun policy and the
 /// fingerprint of every enabled synopsis (operators compare them between the two points).
@@ -101,7 +101,7 @@ fn memory_and_swap_bytes() -> Option<u64> {
 pub fn epoch_template(config: &Config) -> anyhow::Result<EpochSynopses> {
     let template = EpochSynopses::new(&config.synopsis_set()).context("cannot build the synopses")?;
     Ok(if config.epochs.worker_filing {
-        template.with_worker_filing(std::sync::Arc::new(FilingBoard::default()))
+        template.with_worker_filing(std::sync::Arc::new(Boards::default()))
     } else {
         template
     })

@@ -300,8 +300,9 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
     let overrun_epochs = control.harvester.as_ref().map_or(0, |h| h.overrun_epochs());
     if let Some(h) = &control.harvester {
         let c = h.counters();
-        // The workers' share of RDA's filing (`[epochs] worker_filing`): per epoch and
-        // direction lent, the chunks they filed and those the control thread filed itself.
+        // The workers' share of the harvest (`[epochs] worker_filing`): per epoch and direction
+        // lent, the chunks of RDA's filing and of LDS's flow lists they did and those the
+        // control thread did itself.
         let filing = h.accumulators().fold(FilingCounts::default(), |mut sum, acc| {
             sum.add_from(&acc.filing_counts());
             sum
@@ -314,6 +315,9 @@ pub fn run(config: &Config) -> anyhow::Result<RunSummary> {
             rda_filings_lent = filing.lent,
             rda_chunks_by_workers = filing.by_workers,
             rda_chunks_by_control = filing.by_control,
+            lds_lists_lent = filing.lists_lent,
+            lds_chunks_by_workers = filing.list_chunks_by_workers,
+            lds_chunks_by_control = filing.list_chunks_by_control,
             "harvest"
         );
     }

@@ -11,8 +11,9 @@
 
 use std::cell::UnsafeCell;
 use std::fmt;
+use std::mem::MaybeUninit;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// Why [`ClaimSlices::set_ranges`] refused a set of ranges.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -140,6 +141,129 @@ impl<T> ClaimSlices<T> {
     }
 }
 
+/// A `Vec<T>`'s allocation lent out as disjoint ranges not yet written, each filled once
+/// through `&self` by whichever thread claims it, then given back as a `Vec<T>` only when every
+/// range was filled (issue 24: the workers copy the shards' LDS flow entries into the
+/// accumulator's list, whose reservation is already there, without the control thread first
+/// writing a blank into every slot, which would cost it as much as the copy).
+pub struct FillSlices<T> {
+    /// The lent allocation; elements past a filled range's end are never read.
+    buf: UnsafeCell<Vec<MaybeUninit<T>>>,
+    /// The buffer's first element, taken by `lend` (see [`ClaimSlices`]'s `base`).
+    base: *mut MaybeUninit<T>,
+    /// Contiguous from 0: range i ends where range i + 1 starts.
+    ranges: Vec<Range<usize>>,
+    /// Per range: 0 open, [`CLAIMED`] while being written, [`FILLED`] once written whole.
+    state: Vec<AtomicU8>,
+}
+
+const CLAIMED: u8 = 1;
+const FILLED: u8 = 2;
+
+// SAFETY: as for `ClaimSlices`: a range is written by the one thread whose swap claimed it, so
+// sharing the value shares no element between threads; `T: Send` lets elements move.
+#[allow(unsafe_code)]
+unsafe impl<T: Send> Sync for FillSlices<T> {}
+// SAFETY: the value owns its allocation and `base` points only into it.
+#[allow(unsafe_code)]
+unsafe impl<T: Send> Send for FillSlices<T> {}
+
+impl<T> Default for FillSlices<T> {
+    fn default() -> Self {
+        Self {
+            buf: UnsafeCell::new(Vec::new()),
+            base: std::ptr::null_mut(),
+            ranges: Vec::new(),
+            state: Vec::new(),
+        }
+    }
+}
+
+impl<T> fmt::Debug for FillSlices<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FillSlices").field("ranges", &self.ranges).finish_non_exhaustive()
+    }
+}
+
+impl<T: Copy> FillSlices<T> {
+    /// Lends `v`'s allocation (its elements dropped: `T: Copy` has no drop) for ranges of
+    /// `lens` elements, one after another from 0, reserving more room only where `v` has too
+    /// little. Whatever was lent before and not taken back is dropped.
+    pub fn lend(&mut self, v: Vec<T>, lens: impl IntoIterator<Item = usize>) {
+        let mut v = std::mem::ManuallyDrop::new(v);
+        let (ptr, cap) = (v.as_mut_ptr(), v.capacity());
+        // SAFETY: the pointer and capacity are `v`'s own allocation (which `ManuallyDrop` keeps
+        // from being freed twice), `MaybeUninit<T>` has `T`'s size and alignment, and length 0
+        // claims no element initialised.
+        #[allow(unsafe_code)]
+        let mut lent = unsafe { Vec::from_raw_parts(ptr.cast::<MaybeUninit<T>>(), 0, cap) };
+        self.ranges.clear();
+        let mut end = 0;
+        for n in lens {
+            self.ranges.push(end..end + n);
+            end += n;
+        }
+        // Writes no element: room for the ranges, uninitialised.
+        lent.reserve(end);
+        lent.resize_with(end, MaybeUninit::uninit);
+        *self.buf.get_mut() = lent;
+        self.base = self.buf.get_mut().as_mut_ptr();
+        self.state.truncate(self.ranges.len());
+        self.state.iter_mut().for_each(|s| *s.get_mut() = 0);
+        self.state.resize_with(self.ranges.len(), || AtomicU8::new(0));
+    }
+
+    /// The ranges lent.
+    pub fn ranges(&self) -> &[Range<usize>] {
+        &self.ranges
+    }
+
+    /// Fills range `i` with `src` (which must have its length) if nobody claimed it yet: true
+    /// when this call wrote it.
+    pub fn fill(&self, i: usize, src: &[T]) -> bool {
+        let (Some(r), Some(state)) = (self.ranges.get(i), self.state.get(i)) else { return false };
+        if r.len() != src.len()
+            || state.compare_exchange(0, CLAIMED, Ordering::AcqRel, Ordering::Acquire).is_err()
+        {
+            return false;
+        }
+        // SAFETY: `lend` took `base` from the buffer, whose length covers every range, and the
+        // ranges do not overlap; the buffer cannot move while `&self` exists (only `&mut self`
+        // reaches it). The exchange just made says no other call writes range i.
+        #[allow(unsafe_code)]
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.base.add(r.start), r.len()) };
+        for (d, s) in dst.iter_mut().zip(src) {
+            d.write(*s);
+        }
+        state.store(FILLED, Ordering::Release);
+        true
+    }
+
+    /// True once range `i` is filled (or when there is no range `i`).
+    pub fn is_filled(&self, i: usize) -> bool {
+        self.state.get(i).is_none_or(|s| s.load(Ordering::Acquire) == FILLED)
+    }
+
+    /// The allocation back as a `Vec<T>` of every range's elements in order, when every range
+    /// is filled; otherwise the allocation back empty (`false`). Nothing stays lent.
+    pub fn take(&mut self) -> (Vec<T>, bool) {
+        let whole = self.state.iter_mut().all(|s| *s.get_mut() == FILLED);
+        let end = self.ranges.last().map_or(0, |r| r.end);
+        self.ranges.clear();
+        self.state.clear();
+        self.base = std::ptr::null_mut();
+        let lent = std::mem::ManuallyDrop::new(std::mem::take(self.buf.get_mut()));
+        let (ptr, cap, len) = (lent.as_ptr().cast_mut(), lent.capacity(), if whole { end } else { 0 });
+        // SAFETY: the allocation is the lent Vec's (`ManuallyDrop` keeps it from being freed
+        // twice); `MaybeUninit<T>` has `T`'s layout; the ranges cover 0..end one after another,
+        // so when every one is filled (each written whole by `fill`) the first `len` elements
+        // are initialised; otherwise `len` is 0.
+        #[allow(unsafe_code)]
+        let v = unsafe { Vec::from_raw_parts(ptr.cast::<T>(), len, cap) };
+        (v, whole)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,5 +321,45 @@ mod tests {
         });
         assert_eq!(writes.into_inner(), 100);
         assert!(c.elements().iter().all(|&x| (1..=4).contains(&x)));
+    }
+
+    #[test]
+    fn filled_ranges_come_back_as_the_vec_only_when_all_are_filled() {
+        let mut f = FillSlices::default();
+        f.lend(Vec::with_capacity(2), [2, 0, 3]);
+        assert!(f.fill(0, &[1u32, 2]) && !f.fill(0, &[9, 9]), "a range is filled once");
+        assert!(!f.fill(2, &[7]), "a source of another length is refused");
+        assert!(!f.is_filled(2) && !f.is_filled(1));
+        assert!(f.fill(1, &[]) && f.fill(2, &[3, 4, 5]));
+        let (v, whole) = f.take();
+        assert!(whole);
+        assert_eq!(v, vec![1, 2, 3, 4, 5]);
+        let cap = v.capacity();
+        f.lend(v, [1, 1]);
+        assert!(f.fill(1, &[6]));
+        let (v, whole) = f.take();
+        assert!(!whole && v.is_empty() && v.capacity() >= cap.min(2), "an unfilled range gives nothing back");
+    }
+
+    #[test]
+    fn threads_racing_to_fill_write_each_range_once() {
+        let mut f = FillSlices::default();
+        f.lend(Vec::new(), std::iter::repeat_n(10, 100));
+        let wins = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for t in 1..=4u64 {
+                let (f, wins) = (&f, &wins);
+                s.spawn(move || {
+                    for i in 0..100 {
+                        if f.fill(i, &[t; 10]) {
+                            wins.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(wins.into_inner(), 100);
+        let (v, whole) = f.take();
+        assert!(whole && v.len() == 1000 && v.chunks(10).all(|c| c.iter().all(|&x| x == c[0])));
     }
 }

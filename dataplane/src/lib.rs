@@ -11,7 +11,7 @@
 
 // Unsafe code lives only behind the DPDK wrapper (dpdk/, and cpu.rs beside it), the
 // architecture's rule that nothing else touches the bindings, enforced by the compiler; and in
-// claim.rs, the disjoint claims through which workers write one shared RDA run.
+// claim.rs, the disjoint claims through which workers write one shared RDA run and LDS list.
 #![deny(unsafe_code)]
 
 #[allow(unsafe_code)]

@@ -367,6 +367,14 @@ pub fn run(
             "RDA filing shared with the workers (per epoch and direction)"
         );
     }
+    if filing.lists_lent > 0 {
+        info!(
+            lent = filing.lists_lent,
+            chunks_by_workers = filing.list_chunks_by_workers,
+            chunks_by_control = filing.list_chunks_by_control,
+            "LDS flow lists gathered and encoded by the workers (per epoch and direction)"
+        );
+    }
     let t = summary.control;
     let measured = summary.counters.measured;
     let per_packet =

@@ -136,11 +136,12 @@ fn offline_measures_every_packet_into_epochs_and_merges_workers_exactly() {
     assert_eq!(total, ip[0] + ip[1]);
 }
 
-/// `[epochs] worker_filing` (the default): the emulated workers file RDA's logs, chunk by chunk,
-/// and the bodies are byte-identical to the control thread's own filing (`worker_filing =
-/// false`), with one worker and with three; the log says who filed the chunks.
+/// `[epochs] worker_filing` (the default): the emulated workers file RDA's logs and gather and
+/// encode LDS's flow lists, chunk by chunk, and the bodies are byte-identical to the control
+/// thread's own harvest (`worker_filing = false`), with one worker and with three; the log says
+/// who did the chunks.
 #[test]
-fn workers_file_rdas_logs_into_the_bodies_the_control_thread_would() {
+fn workers_file_rdas_logs_and_ldss_flow_lists_into_the_bodies_the_control_thread_would() {
     let dir = scratch();
     let d = dir.path();
     let pcaps = trace(d);
@@ -152,6 +153,7 @@ fn workers_file_rdas_logs_into_the_bodies_the_control_thread_would() {
             // The [epochs] table of CONFIG, with the key added.
             let body = CONFIG.replace("[epochs]\n", &format!("[epochs]\nworker_filing = {filing}\n"));
             assert_ne!(body, CONFIG, "CONFIG has an [epochs] table");
+            let body = format!("{body}[synopses.lds]\nrows = 4\nwidth = 1024\nflow_capacity = 8192\n");
             let text = format!("[output]\ndump_dir = \"{}\"\n{body}", out.join("dump").display());
             std::fs::write(&config, text).expect("config");
             let output = offline_output(&config, &pcaps, &["--workers", &workers.to_string()]);
@@ -163,8 +165,11 @@ fn workers_file_rdas_logs_into_the_bodies_the_control_thread_would() {
         let rda: Vec<&String> = shared.keys().filter(|n| n.starts_with("rda")).collect();
         assert!(rda.len() >= 10, "RDA bodies of both directions: {rda:?}");
         assert_eq!(shared, own, "{workers} workers: every body equal with and without the workers' filing");
-        let line = log.lines().find(|l| l.contains("RDA filing shared")).unwrap_or_else(|| panic!("{log}"));
-        let field = |k: &str| -> u64 {
+        let lds: Vec<&String> = shared.keys().filter(|n| n.starts_with("lds")).collect();
+        assert!(lds.len() >= 10, "LDS bodies of both directions: {lds:?}");
+        let find =
+            |what: &str| log.lines().find(|l| l.contains(what)).unwrap_or_else(|| panic!("{what}: {log}"));
+        let field = |line: &str, k: &str| -> u64 {
             let at = line.find(&format!("{k}=")).unwrap_or_else(|| panic!("{k} in {line}")) + k.len() + 1;
             line[at..]
                 .split(|c: char| !c.is_ascii_digit())
@@ -172,10 +177,23 @@ fn workers_file_rdas_logs_into_the_bodies_the_control_thread_would() {
                 .and_then(|v| v.parse().ok())
                 .expect("number")
         };
-        assert_eq!(field("lent"), rda.len() as u64, "every epoch and direction lent: {line}");
-        assert_eq!(field("chunks_by_workers") + field("chunks_by_control"), 64 * field("lent"), "{line}");
-        assert!(field("chunks_by_workers") > 0, "{line}");
+        let line = find("RDA filing shared");
+        let rda_field = |k: &str| field(line, k);
+        assert_eq!(rda_field("lent"), rda.len() as u64, "every epoch and direction lent: {line}");
+        let filed = rda_field("chunks_by_workers") + rda_field("chunks_by_control");
+        assert_eq!(filed, 64 * rda_field("lent"), "{line}");
+        assert!(rda_field("chunks_by_workers") > 0, "{line}");
         assert!(!own_log.contains("RDA filing shared"), "worker_filing = false lends nothing");
+        // An epoch's list is lent where some flow was recorded: a chunk per worker that saw one.
+        let line = find("LDS flow lists gathered");
+        let lds_field = |k: &str| field(line, k);
+        assert!(lds_field("lent") >= 2 && lds_field("lent") <= lds.len() as u64, "{line}");
+        assert!(lds_field("chunks_by_workers") > 0, "{line}");
+        assert!(
+            lds_field("chunks_by_workers") + lds_field("chunks_by_control") >= lds_field("lent"),
+            "{line}"
+        );
+        assert!(!own_log.contains("LDS flow lists"), "worker_filing = false lends nothing");
     }
 }
 

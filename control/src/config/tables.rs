@@ -73,10 +73,11 @@ pub struct EpochsConfig {
     /// What a worker does when the control thread has not returned a buffer at a boundary:
     /// `skip` (count it, do not measure that epoch; live) or `wait` (trace replay).
     pub overrun: OverrunPolicy,
-    /// Whether the workers file RDA's logs of a closed epoch between their bursts instead of
-    /// the control thread (`wirelat_dataplane::pipeline::filing`): the control thread then
-    /// does a fraction of a ns per packet for RDA instead of about 8, and each worker about 8
-    /// more for its own packets.
+    /// Whether the workers, on idle polls, file RDA's logs and gather and encode LDS's flow
+    /// lists of a closed epoch instead of the control thread
+    /// (`wirelat_dataplane::pipeline::filing`): the control thread then does a fraction of a
+    /// ns per packet for each instead of about 8 (RDA) and 3 (LDS), and the workers that work
+    /// in their idle time.
     pub worker_filing: bool,
 }
 

@@ -1,46 +1,67 @@
-//! The workers' share of RDA's filing, seen from the epoch buffers (issue 24; the mechanism is
-//! [`crate::synopsis::rda::share`]).
+//! The workers' share of the control thread's harvest, seen from the epoch buffers (issue 24):
+//! RDA's filing ([`crate::synopsis::rda::share`]) and LDS's flow lists
+//! ([`crate::synopsis::lds::flows::share`]).
 //!
-//! An accumulator built with a [`FilingBoard`] ([`EpochSynopses::with_worker_filing`]) lends
-//! each direction's RDA logs to a [`FilingJob`] of its own and posts the jobs on the board
-//! ([`EpochBuffer::lend`]); the workers, whose pipelines found the board in their own buffers
-//! ([`EpochSynopses::filing_board`]), file one chunk per call on idle polls; the harvest takes
-//! the logs back once every chunk is taken or it has waited long enough
-//! ([`EpochBuffer::take_back`]), and its drain then leaves RDA as it is.
+//! An accumulator built with [`Boards`] ([`EpochSynopses::with_worker_filing`]) lends each
+//! direction's RDA logs and LDS flow lists to jobs of its own and posts the jobs on the boards
+//! ([`EpochBuffer::lend`]); the workers, whose pipelines found the boards in their own buffers
+//! ([`EpochSynopses::filing_board`]), do one chunk per call on idle polls (RDA's first); the
+//! harvest takes the jobs back once every chunk is taken or it has waited long enough
+//! ([`EpochBuffer::take_back`]), and its drain then leaves RDA and LDS as they are.
 //!
 //! A departure from ARCHITECTURE.md's "control never sees a packet ... workers only update their
-//! own shard": a worker here reads other workers' closed logs (never their open ones) and writes
-//! into the accumulator's run through disjoint claims ([`crate::claim`]); that is what moves the
-//! control thread's per-packet work onto the workers.
+//! own shard": a worker here reads other workers' closed logs and flow lists (never their open
+//! ones) and writes into the accumulator's run, list and encoding through disjoint claims
+//! ([`crate::claim`]); that is what moves the control thread's per-packet work onto the workers.
 
 use std::sync::Arc;
 
 use super::buffer::{Direction, EpochSynopses};
 use crate::synopsis::MergeError;
 use crate::synopsis::Synopsis;
+use crate::synopsis::board::{Board, Help};
+use crate::synopsis::lds::Lds;
+use crate::synopsis::lds::flows::share::{FlowListJob, SharedLists};
 use crate::synopsis::rda::Rda;
 use crate::synopsis::rda::log::TOP_BUCKETS;
-use crate::synopsis::rda::share::{FilingBoard, FilingJob, Help, Shared};
+use crate::synopsis::rda::share::{FilingJob, Shared};
 use crate::synopsis::rda::sorted::Sorter;
+
+/// The boards the workers help at: RDA's filings and LDS's flow lists, one job of each per
+/// direction of an accumulator. Shared by every buffer of a run ([`EpochSynopses::with_worker_filing`]).
+#[derive(Debug, Default)]
+pub struct Boards {
+    rda: Board<FilingJob>,
+    lds: Board<FlowListJob>,
+}
 
 /// An accumulator's jobs (one per direction) and the board it posts them on.
 #[derive(Debug)]
 pub struct WorkerFiling {
-    board: Arc<FilingBoard>,
+    board: Arc<Boards>,
     jobs: [Arc<FilingJob>; 2],
-    /// Which directions' logs are lent.
+    /// Which directions' RDA logs are lent.
     lent: [bool; 2],
+    lists: [Arc<FlowListJob>; 2],
+    /// Which directions' LDS flow lists are lent.
+    lists_lent: [bool; 2],
     counts: FilingCounts,
 }
 
 impl WorkerFiling {
-    fn new(board: Arc<FilingBoard>) -> Self {
+    fn new(board: Arc<Boards>) -> Self {
         Self {
             board,
             jobs: [Arc::default(), Arc::default()],
             lent: [false; 2],
+            lists: [Arc::default(), Arc::default()],
+            lists_lent: [false; 2],
             counts: FilingCounts::default(),
         }
+    }
+
+    fn any_lent(&self) -> bool {
+        self.lent.iter().chain(&self.lists_lent).any(|&l| l)
     }
 }
 
@@ -50,7 +71,10 @@ impl Drop for WorkerFiling {
     /// of MiB) on its own thread.
     fn drop(&mut self) {
         for job in &self.jobs {
-            self.board.withdraw_all(job);
+            self.board.rda.withdraw_all(job);
+        }
+        for job in &self.lists {
+            self.board.lds.withdraw_all(job);
         }
     }
 }
@@ -74,6 +98,12 @@ pub struct FilingCounts {
     pub by_control: u64,
     /// Pairs moved to close the holes repeats left.
     pub moved: u64,
+    /// Directions whose LDS flow lists were lent and taken back.
+    pub lists_lent: u64,
+    /// Chunks of flow lists the workers gathered and encoded.
+    pub list_chunks_by_workers: u64,
+    /// Chunks of flow lists the control thread did (nobody took them in time).
+    pub list_chunks_by_control: u64,
 }
 
 impl FilingCounts {
@@ -83,6 +113,15 @@ impl FilingCounts {
         self.by_workers += o.by_workers;
         self.by_control += o.by_control;
         self.moved += o.moved;
+        self.lists_lent += o.lists_lent;
+        self.list_chunks_by_workers += o.list_chunks_by_workers;
+        self.list_chunks_by_control += o.list_chunks_by_control;
+    }
+
+    fn add_lists(&mut self, s: SharedLists) {
+        self.lists_lent += 1;
+        self.list_chunks_by_workers += s.by_helpers as u64;
+        self.list_chunks_by_control += s.by_control as u64;
     }
 
     fn add(&mut self, s: Shared) {
@@ -94,25 +133,27 @@ impl FilingCounts {
 }
 
 impl EpochSynopses {
-    /// This buffer with a board on which, as an accumulator, it posts its RDA filing for the
-    /// workers ([`super::filing`]); its clones (the workers' buffers too) share the board.
-    /// Without RDA it stays as it is.
-    pub fn with_worker_filing(mut self, board: Arc<FilingBoard>) -> Self {
-        if self.forward.rda.is_some() || self.reverse.rda.is_some() {
+    /// This buffer with boards on which, as an accumulator, it posts its RDA filing and its LDS
+    /// flow lists for the workers ([`super::filing`]); its clones (the workers' buffers too)
+    /// share the boards. Without RDA and LDS it stays as it is.
+    pub fn with_worker_filing(mut self, board: Arc<Boards>) -> Self {
+        let shared = |d: &super::buffer::DirectionSynopses| d.rda.is_some() || d.lds.is_some();
+        if shared(&self.forward) || shared(&self.reverse) {
             self.filing = Some(WorkerFiling::new(board));
         }
         self
     }
 
-    /// The board this buffer's accumulator posts on, for a worker to help at.
-    pub fn filing_board(&self) -> Option<&Arc<FilingBoard>> {
+    /// The boards this buffer's accumulator posts on, for a worker to help at.
+    pub fn filing_board(&self) -> Option<&Arc<Boards>> {
         self.filing.as_ref().map(|f| &f.board)
     }
 
-    /// [`crate::epoch::EpochBuffer::lend`]: resets the accumulator's RDA and lends each
-    /// direction's logs to its job; true when some were lent (tickets posted, one per shard).
+    /// [`crate::epoch::EpochBuffer::lend`]: resets the accumulator's RDA and LDS and lends each
+    /// direction's RDA logs and LDS flow lists to their jobs (LDS's cells drained here); true
+    /// when some were lent (tickets posted, one per shard).
     pub(super) fn lend_filing(&mut self, shards: &mut [&mut Self]) -> Result<bool, MergeError> {
-        if self.filing.as_ref().is_none_or(|f| f.lent.iter().any(|&l| l)) {
+        if self.filing.as_ref().is_none_or(WorkerFiling::any_lent) {
             return Ok(false);
         }
         // Every shard's configuration first: an error must leave nothing lent.
@@ -121,6 +162,14 @@ impl EpochSynopses {
             for s in shards.iter() {
                 if let Some(r) = &s.direction(d).rda {
                     acc.check_same_config(r)?;
+                }
+            }
+        }
+        for d in DIRECTIONS {
+            let Some(acc) = &self.direction(d).lds else { continue };
+            for s in shards.iter() {
+                if let Some(l) = &s.direction(d).lds {
+                    acc.check_same_config(l)?;
                 }
             }
         }
@@ -133,17 +182,33 @@ impl EpochSynopses {
             Synopsis::reset(acc);
             filing.lent[d] = acc.lend_logs(&mut rdas, job)?;
         }
+        for (d, (acc, job)) in
+            [&mut self.forward.lds, &mut self.reverse.lds].into_iter().zip(&mut filing.lists).enumerate()
+        {
+            let (Some(acc), Some(job)) = (acc.as_mut(), Arc::get_mut(job)) else { continue };
+            let mut ldss = shard_ldss(shards, DIRECTIONS[d]);
+            Synopsis::reset(acc);
+            filing.lists_lent[d] = acc.lend_flows(&mut ldss, job)?;
+        }
         for (job, &lent) in filing.jobs.iter().zip(&filing.lent) {
             if lent {
-                filing.board.post(job, shards.len());
+                filing.board.rda.post(job, shards.len());
             }
         }
-        Ok(filing.lent.iter().any(|&l| l))
+        for (job, &lent) in filing.lists.iter().zip(&filing.lists_lent) {
+            if lent {
+                filing.board.lds.post(job, shards.len());
+            }
+        }
+        Ok(filing.any_lent())
     }
 
     /// True when every chunk of the lent jobs is taken (or none is lent).
     pub(super) fn filing_taken(&self) -> bool {
-        self.filing.as_ref().is_none_or(|f| f.jobs.iter().zip(&f.lent).all(|(j, &l)| !l || j.is_taken()))
+        self.filing.as_ref().is_none_or(|f| {
+            f.jobs.iter().zip(&f.lent).all(|(j, &l)| !l || j.is_taken())
+                && f.lists.iter().zip(&f.lists_lent).all(|(j, &l)| !l || j.is_taken())
+        })
     }
 
     /// [`crate::epoch::EpochBuffer::take_back`]: withdraws the tickets, waits for the workers
@@ -151,7 +216,7 @@ impl EpochSynopses {
     /// Nothing lent: nothing to do.
     pub(super) fn take_back_filing(&mut self, shards: &mut [&mut Self]) {
         let Some(filing) = &mut self.filing else { return };
-        if !filing.lent.iter().any(|&l| l) {
+        if !filing.any_lent() {
             return;
         }
         for (d, (acc, job)) in
@@ -161,33 +226,58 @@ impl EpochSynopses {
                 continue;
             }
             // Waits only for the chunks workers are filing now.
-            filing.board.withdraw_all(job);
+            filing.board.rda.withdraw_all(job);
             let (Some(acc), Some(job)) = (acc.as_mut(), Arc::get_mut(job)) else { continue };
             let mut rdas = shard_rdas(shards, DIRECTIONS[d]);
             let shared = acc.take_back_logs(&mut rdas, job);
             filing.counts.add(shared);
         }
+        for (d, (acc, job)) in
+            [&mut self.forward.lds, &mut self.reverse.lds].into_iter().zip(&mut filing.lists).enumerate()
+        {
+            if !filing.lists_lent[d] {
+                continue;
+            }
+            filing.board.lds.withdraw_all(job);
+            let (Some(acc), Some(job)) = (acc.as_mut(), Arc::get_mut(job)) else { continue };
+            let mut ldss = shard_ldss(shards, DIRECTIONS[d]);
+            let shared = acc.take_back_flows(&mut ldss, job);
+            filing.counts.add_lists(shared);
+        }
     }
 
     /// Takes out the accumulator's RDA of each direction whose filing was taken back, for the
     /// drain to leave it alone; [`Self::restore_filed`] puts them back.
-    pub(super) fn take_filed(&mut self) -> [Option<Rda>; 2] {
-        let Some(filing) = &mut self.filing else { return [None, None] };
+    pub(super) fn take_filed(&mut self) -> Filed {
+        let Some(filing) = &mut self.filing else { return Filed::default() };
         let lent = std::mem::take(&mut filing.lent);
-        [
-            if lent[0] { self.forward.rda.take() } else { None },
-            if lent[1] { self.reverse.rda.take() } else { None },
-        ]
+        let lists = std::mem::take(&mut filing.lists_lent);
+        Filed {
+            rda: [
+                if lent[0] { self.forward.rda.take() } else { None },
+                if lent[1] { self.reverse.rda.take() } else { None },
+            ],
+            lds: [
+                if lists[0] { self.forward.lds.take() } else { None },
+                if lists[1] { self.reverse.lds.take() } else { None },
+            ],
+        }
     }
 
     /// Puts back what [`Self::take_filed`] took out.
-    pub(super) fn restore_filed(&mut self, filed: [Option<Rda>; 2]) {
-        let [f, r] = filed;
+    pub(super) fn restore_filed(&mut self, filed: Filed) {
+        let Filed { rda: [f, r], lds: [lf, lr] } = filed;
         if f.is_some() {
             self.forward.rda = f;
         }
         if r.is_some() {
             self.reverse.rda = r;
+        }
+        if lf.is_some() {
+            self.forward.lds = lf;
+        }
+        if lr.is_some() {
+            self.reverse.lds = lr;
         }
     }
 
@@ -200,6 +290,18 @@ impl EpochSynopses {
 /// The directions in the order of [`WorkerFiling`]'s jobs.
 const DIRECTIONS: [Direction; 2] = [Direction::Forward, Direction::Reverse];
 
+/// What the drain leaves alone: the accumulator's synopses whose shared work was taken back.
+#[derive(Debug, Default)]
+pub(super) struct Filed {
+    rda: [Option<Rda>; 2],
+    lds: [Option<Lds>; 2],
+}
+
+/// The shards' LDS of direction `d`, in shard order.
+fn shard_ldss<'a>(shards: &'a mut [&mut EpochSynopses], d: Direction) -> Vec<&'a mut Lds> {
+    shards.iter_mut().filter_map(|s| s.direction_mut(d).lds.as_mut()).collect()
+}
+
 /// The shards' RDA of direction `d`, in shard order.
 fn shard_rdas<'a>(shards: &'a mut [&mut EpochSynopses], d: Direction) -> Vec<&'a mut Rda> {
     shards.iter_mut().filter_map(|s| s.direction_mut(d).rda.as_mut()).collect()
@@ -209,7 +311,7 @@ fn shard_rdas<'a>(shards: &'a mut [&mut EpochSynopses], d: Direction) -> Vec<&'a
 /// its epochs, made on the worker's own core before its loop starts.
 #[derive(Debug)]
 pub struct FilingHelper {
-    board: Arc<FilingBoard>,
+    board: Arc<Boards>,
     sorter: Sorter,
     /// Chunks it left to the control thread for want of room (those it filed, the
     /// accumulators count: [`FilingCounts::by_workers`]).
@@ -233,17 +335,15 @@ impl FilingHelper {
         Some(Self { board, sorter: Sorter::with_room(room), declined: 0 })
     }
 
-    /// Files at most one chunk of an open job; true when it did. On idle polls: never
-    /// allocates, locks or blocks.
+    /// Does at most one chunk of an open job, RDA's filing first, then LDS's flow lists; true
+    /// when it did. On idle polls: never allocates, locks or blocks.
     #[inline]
     pub fn help(&mut self) -> bool {
-        match self.board.help(&mut self.sorter) {
-            Some(Help::Filed) => true,
-            Some(Help::Declined) => {
-                self.declined += 1;
-                false
-            }
-            Some(Help::NoneLeft) | None => false,
+        match self.board.rda.help(&mut self.sorter) {
+            Some(Help::Filed) => return true,
+            Some(Help::Declined) => self.declined += 1,
+            Some(Help::NoneLeft) | None => {}
         }
+        self.board.lds.help(&mut ()) == Some(Help::Filed)
     }
 }

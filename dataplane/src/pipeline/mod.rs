@@ -26,7 +26,7 @@ pub mod steer;
 
 pub use buffer::{Direction, DirectionSynopses, EpochSynopses, Locations, SynopsisSet, WorkerCarry};
 pub use counters::{CounterSnapshot, SharedCounters};
-pub use filing::{FilingCounts, FilingHelper};
+pub use filing::{Boards, FilingCounts, FilingHelper};
 pub use split::{DirectionSplit, SplitError, Unsplit};
 
 use serde::{Deserialize, Serialize};

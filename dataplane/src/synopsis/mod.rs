@@ -16,6 +16,7 @@
 //! Synopsis code never does I/O and never logs.
 
 pub mod backing;
+pub mod board;
 pub mod codec;
 pub mod colate;
 pub mod estimate;

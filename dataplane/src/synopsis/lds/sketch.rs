@@ -8,6 +8,7 @@ use super::addressing::{Addressing, RowParams, offset_from_low_bits};
 use super::cell::{CELL_BYTES, Cell};
 use super::config::LdsConfig;
 use super::flows::FlowSet;
+use super::flows::share::{FlowListJob, SharedLists};
 use super::weights::WeightMatcher;
 use crate::packet::FlowKey;
 use crate::synopsis::codec::{DecodeError, Reader, Writer};
@@ -69,6 +70,50 @@ impl Lds {
     /// The flows this point recorded in this epoch.
     pub fn flows(&self) -> &FlowSet {
         &self.flows
+    }
+
+    /// The cells of `first` and `rest` into this sketch's (the first copied, the rest added),
+    /// each shard's zeroed as it is read.
+    fn drain_cells(&mut self, first: &mut Self, rest: &mut [&mut Self]) {
+        for (a, b) in self.cells.iter_mut().zip(first.cells.iter_mut()) {
+            *a = std::mem::take(b);
+        }
+        for s in rest.iter_mut() {
+            for (a, b) in self.cells.iter_mut().zip(s.cells.iter_mut()) {
+                a.merge(&std::mem::take(b));
+            }
+        }
+    }
+
+    /// The harvest's first step where the workers gather and encode the flow logs
+    /// ([`super::flows::share`]): `self`, reset, drains the shards' cells as
+    /// [`Synopsis::drain_all`] does and lends their flow lists to `job`. False, with nothing
+    /// changed, where the lists are not for sharing ([`FlowSet::lend_lists`]): the caller then
+    /// drains as before. An error (a shard of another configuration) changes nothing either.
+    pub fn lend_flows(
+        &mut self,
+        shards: &mut [&mut Self],
+        job: &mut FlowListJob,
+    ) -> Result<bool, MergeError> {
+        for s in shards.iter() {
+            self.check_same_config(s)?;
+        }
+        let mut sets: Vec<&mut FlowSet> = shards.iter_mut().map(|s| &mut s.flows).collect();
+        if !self.flows.lend_lists(&mut sets, job) {
+            return Ok(false);
+        }
+        if let Some((first, rest)) = shards.split_first_mut() {
+            self.drain_cells(first, rest);
+        }
+        Ok(true)
+    }
+
+    /// The last step of a shared gathering: takes the lists back from `job` (doing what no
+    /// helper did) into this sketch's flow log, and clears the shards' logs. Nothing lent:
+    /// nothing to do.
+    pub fn take_back_flows(&mut self, shards: &mut [&mut Self], job: &mut FlowListJob) -> SharedLists {
+        let mut sets: Vec<&mut FlowSet> = shards.iter_mut().map(|s| &mut s.flows).collect();
+        self.flows.take_back_lists(&mut sets, job)
     }
 
     pub(crate) fn addressing(&self) -> &Addressing {
@@ -289,14 +334,7 @@ impl Synopsis for Lds {
     /// turn instead, the first one copied where it is dense ([`FlowSet::take_from`]).
     fn drain_all(&mut self, shards: &mut [&mut Self]) -> Result<(), MergeError> {
         let Some((first, rest)) = self.drain_split(shards)? else { return Ok(()) };
-        for (a, b) in self.cells.iter_mut().zip(first.cells.iter_mut()) {
-            *a = std::mem::take(b);
-        }
-        for s in rest.iter_mut() {
-            for (a, b) in self.cells.iter_mut().zip(s.cells.iter_mut()) {
-                a.merge(&std::mem::take(b));
-            }
-        }
+        self.drain_cells(first, rest);
         let mut sets: Vec<&mut FlowSet> =
             std::iter::once(&mut first.flows).chain(rest.iter_mut().map(|s| &mut s.flows)).collect();
         if !self.flows.gather(&mut sets) {

@@ -28,16 +28,15 @@
 //!
 //! The result equals [`crate::synopsis::Synopsis::merge_all`]'s (tests).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
-use crossbeam::queue::ArrayQueue;
 use crossbeam::utils::CachePadded;
 
 use super::Rda;
 use super::log::{PacketLog, TOP_BUCKETS};
 use super::sorted::{Collapsed, Sorter};
 use crate::claim::ClaimSlices;
+pub use crate::synopsis::board::{Board, Help, SharedJob};
 use crate::synopsis::{MergeError, Synopsis};
 
 /// Groups (top bytes) per chunk: a helper's stall per chunk is about CHUNK_GROUPS/256 of the
@@ -57,17 +56,6 @@ pub const REPEAT_ROOM: usize = 64;
 // A chunk's state: 0 (its default) while open, then one of these.
 const FILED: u8 = 1;
 const DECLINED: u8 = 2;
-
-/// What one call of [`FilingJob::help`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Help {
-    /// Filed a chunk.
-    Filed,
-    /// Left a chunk to the control thread: the sorter had no room for one of its groups.
-    Declined,
-    /// Every chunk is taken.
-    NoneLeft,
-}
 
 /// One chunk's outcome, written by the thread that filed it.
 #[derive(Debug, Default)]
@@ -156,68 +144,16 @@ impl FilingJob {
     }
 }
 
-/// Where the workers find the jobs the control thread opened: a queue of tickets, each a
-/// handle on an open [`FilingJob`]. A worker takes a ticket, files one chunk and puts the ticket
-/// back ([`FilingBoard::help`]); the one that finds every chunk taken drops it. The control
-/// thread posts tickets when it lends a job and withdraws those left before it takes the logs
-/// back; it keeps its own handle, so a worker's drop never frees a job.
-#[derive(Debug)]
-pub struct FilingBoard {
-    tickets: ArrayQueue<Arc<FilingJob>>,
-}
+/// The board RDA's filing jobs are posted on.
+pub type FilingBoard = Board<FilingJob>;
 
-/// Tickets the board holds at most: two jobs (the directions) of [`MAX_WAYS`] workers each.
-const TICKETS: usize = 2 * MAX_WAYS;
-
-impl Default for FilingBoard {
-    fn default() -> Self {
-        Self { tickets: ArrayQueue::new(TICKETS) }
+impl SharedJob for FilingJob {
+    type Scratch = Sorter;
+    fn help(&self, sorter: &mut Sorter) -> Help {
+        FilingJob::help(self, sorter)
     }
-}
-
-impl FilingBoard {
-    /// Files at most one chunk of an open job with `sorter` (see [`FilingJob::help`]); `None`
-    /// when no job is open. A worker's call, on an idle poll: never allocates, locks or blocks,
-    /// and costs two atomic loads when there is nothing to do.
-    pub fn help(&self, sorter: &mut Sorter) -> Option<Help> {
-        let job = self.tickets.pop()?;
-        let done = job.help(sorter);
-        // Put back only while chunks are left: once every chunk is drawn, each helper drops its
-        // ticket as it finishes, so the owner waits for the chunks in progress and no longer.
-        if done != Help::NoneLeft && !job.is_taken() {
-            // Cannot fail: this ticket was just taken out.
-            let _ = self.tickets.push(job);
-        }
-        Some(done)
-    }
-
-    /// Posts `helpers` tickets on `job` (as many as the queue has room for).
-    pub fn post(&self, job: &Arc<FilingJob>, helpers: usize) {
-        for _ in 0..helpers {
-            if self.tickets.push(job.clone()).is_err() {
-                break;
-            }
-        }
-    }
-
-    /// Takes back every ticket still posted. A worker in the middle of a chunk still holds its
-    /// ticket, and puts it back if chunks are left: the owner withdraws until it holds the job
-    /// alone ([`Self::withdraw_all`]).
-    pub fn withdraw(&self) {
-        while self.tickets.pop().is_some() {}
-    }
-
-    /// Withdraws the tickets on `job` until the caller's handle is the only one left, yielding
-    /// while a worker finishes the chunk it holds (one chunk: at most a few ms). The control
-    /// thread's step before [`Rda::take_back_logs`].
-    pub fn withdraw_all(&self, job: &Arc<FilingJob>) {
-        loop {
-            self.withdraw();
-            if Arc::strong_count(job) == 1 {
-                return;
-            }
-            std::thread::yield_now();
-        }
+    fn is_taken(&self) -> bool {
+        FilingJob::is_taken(self)
     }
 }
 
