@@ -188,8 +188,14 @@ impl<T> fmt::Debug for FillSlices<T> {
 impl<T: Copy> FillSlices<T> {
     /// Lends `v`'s allocation (its elements dropped: `T: Copy` has no drop) for ranges of
     /// `lens` elements, one after another from 0, reserving more room only where `v` has too
-    /// little. Whatever was lent before and not taken back is dropped.
+    /// little (the ranges stop where their total would overflow). Whatever was lent before and
+    /// not taken back is dropped.
     pub fn lend(&mut self, v: Vec<T>, lens: impl IntoIterator<Item = usize>) {
+        // Nothing stays fillable while this runs: a panic below (in `lens`, or a capacity
+        // overflow) must not leave ranges that reach past the old buffer.
+        self.ranges.clear();
+        self.state.clear();
+        self.base = std::ptr::null_mut();
         let mut v = std::mem::ManuallyDrop::new(v);
         let (ptr, cap) = (v.as_mut_ptr(), v.capacity());
         // SAFETY: the pointer and capacity are `v`'s own allocation (which `ManuallyDrop` keeps
@@ -197,20 +203,20 @@ impl<T: Copy> FillSlices<T> {
         // claims no element initialised.
         #[allow(unsafe_code)]
         let mut lent = unsafe { Vec::from_raw_parts(ptr.cast::<MaybeUninit<T>>(), 0, cap) };
-        self.ranges.clear();
-        let mut end = 0;
+        let mut ranges = std::mem::take(&mut self.ranges);
+        let mut end = 0usize;
         for n in lens {
-            self.ranges.push(end..end + n);
-            end += n;
+            let Some(next) = end.checked_add(n) else { break };
+            ranges.push(end..next);
+            end = next;
         }
         // Writes no element: room for the ranges, uninitialised.
         lent.reserve(end);
         lent.resize_with(end, MaybeUninit::uninit);
         *self.buf.get_mut() = lent;
         self.base = self.buf.get_mut().as_mut_ptr();
-        self.state.truncate(self.ranges.len());
-        self.state.iter_mut().for_each(|s| *s.get_mut() = 0);
-        self.state.resize_with(self.ranges.len(), || AtomicU8::new(0));
+        self.state.resize_with(ranges.len(), || AtomicU8::new(0));
+        self.ranges = ranges;
     }
 
     /// The ranges lent.
@@ -252,8 +258,8 @@ impl<T: Copy> FillSlices<T> {
         self.ranges.clear();
         self.state.clear();
         self.base = std::ptr::null_mut();
-        let lent = std::mem::ManuallyDrop::new(std::mem::take(self.buf.get_mut()));
-        let (ptr, cap, len) = (lent.as_ptr().cast_mut(), lent.capacity(), if whole { end } else { 0 });
+        let mut lent = std::mem::ManuallyDrop::new(std::mem::take(self.buf.get_mut()));
+        let (ptr, cap, len) = (lent.as_mut_ptr(), lent.capacity(), if whole { end } else { 0 });
         // SAFETY: the allocation is the lent Vec's (`ManuallyDrop` keeps it from being freed
         // twice); `MaybeUninit<T>` has `T`'s layout; the ranges cover 0..end one after another,
         // so when every one is filled (each written whole by `fill`) the first `len` elements
@@ -339,6 +345,22 @@ mod tests {
         assert!(f.fill(1, &[6]));
         let (v, whole) = f.take();
         assert!(!whole && v.is_empty() && v.capacity() >= cap.min(2), "an unfilled range gives nothing back");
+    }
+
+    #[test]
+    fn a_lend_that_panics_leaves_nothing_to_fill() {
+        let mut f = FillSlices::default();
+        f.lend(Vec::<u64>::with_capacity(1), [1]);
+        let interrupted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            f.lend(
+                Vec::new(),
+                [1000, 1].into_iter().inspect(|&n| assert!(n != 1, "a lens iterator that panics")),
+            );
+        }));
+        assert!(interrupted.is_err());
+        assert!(f.ranges().is_empty() && !f.fill(0, &[7; 1000]) && !f.fill(0, &[7]));
+        let (v, whole) = f.take();
+        assert!(whole && v.is_empty(), "no range: nothing lent");
     }
 
     #[test]
