@@ -158,20 +158,9 @@ impl EpochSynopses {
         }
         // Every shard's configuration first: an error must leave nothing lent.
         for d in DIRECTIONS {
-            let Some(acc) = &self.direction(d).rda else { continue };
-            for s in shards.iter() {
-                if let Some(r) = &s.direction(d).rda {
-                    acc.check_same_config(r)?;
-                }
-            }
-        }
-        for d in DIRECTIONS {
-            let Some(acc) = &self.direction(d).lds else { continue };
-            for s in shards.iter() {
-                if let Some(l) = &s.direction(d).lds {
-                    acc.check_same_config(l)?;
-                }
-            }
+            let (acc, theirs) = (self.direction(d), shards.iter().map(|s| s.direction(d)));
+            check_shards(&acc.rda, theirs.clone().map(|s| &s.rda))?;
+            check_shards(&acc.lds, theirs.map(|s| &s.lds))?;
         }
         let Some(filing) = &mut self.filing else { return Ok(false) };
         for (d, (acc, job)) in
@@ -295,6 +284,15 @@ const DIRECTIONS: [Direction; 2] = [Direction::Forward, Direction::Reverse];
 pub(super) struct Filed {
     rda: [Option<Rda>; 2],
     lds: [Option<Lds>; 2],
+}
+
+/// Checks every shard's `S` against the accumulator's (nothing to check without one).
+fn check_shards<'a, S: Synopsis + 'a>(
+    acc: &Option<S>,
+    shards: impl Iterator<Item = &'a Option<S>>,
+) -> Result<(), MergeError> {
+    let Some(acc) = acc else { return Ok(()) };
+    shards.flatten().try_for_each(|s| acc.check_same_config(s))
 }
 
 /// The shards' LDS of direction `d`, in shard order.
